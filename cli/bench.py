@@ -1,0 +1,162 @@
+"""``evoteam bench``: evaluate one kernel (a task of evoteam.toml, or explicit files) and show the result.
+
+Exit codes: 0 every workload passed, 1 the candidate failed somewhere, 2 bad input (one error line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evoteam.gpu_bench.schema import Definition, Solution, Workload
+
+
+@dataclass
+class _Job:
+    definition: Definition
+    workloads: list[Workload]
+    candidate: Solution
+    baseline: Solution
+    blob_root: Path | None
+    atol: float
+    rtol: float
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "bench",
+        help="verify and time a kernel against its baseline",
+        description="Verify and time a kernel on every workload of its definition, against a baseline.",
+    )
+    p.add_argument("kernel", nargs="?", help="a kernel name from evoteam.toml (searched from the current folder up)")
+    p.add_argument("--definition", type=Path, help="FlashInfer-Bench definition JSON")
+    p.add_argument("--workloads", type=Path, help="workloads JSONL (FlashInfer-Bench workload traces)")
+    p.add_argument("--solution", type=Path, help="candidate solution JSON (with a kernel: replaces its source)")
+    p.add_argument("--baseline", help="'reference' (default without a kernel) or a solution JSON")
+    p.add_argument("--blobs", type=Path, help="folder that safetensors input paths are relative to")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--emit-traces", type=Path, metavar="DIR", help="write traces in FlashInfer-Bench's layout")
+    p.add_argument("--trials", type=int, default=3, help="fresh-input correctness trials per workload (>= 3)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default: the task's, else 1e-2)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default: the task's, else 1e-2)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per workload (default 60)")
+    p.add_argument("--max-time", type=float, default=2.0, help="timing budget per workload, seconds (default 2)")
+    p.add_argument("--no-flush", action="store_true", help="do not flush the cache before each timed sample")
+    p.add_argument("--memory-limit-mb", type=int, help="address-space limit of the worker process")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from evoteam.gpu_bench.runner import BenchInputError
+    from evoteam.gpu_bench.task import TaskError
+
+    try:
+        job = _job(args)
+        return _bench(job, args)
+    except (TaskError, BenchInputError) as exc:
+        print(f"evoteam bench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _job(args: argparse.Namespace) -> _Job:
+    from evoteam.gpu_bench.reference import reference_solution
+    from evoteam.gpu_bench.task import TaskError, find_task, load_definition, load_solution, load_workloads
+
+    if args.trials < 3:
+        raise TaskError("--trials must be at least 3")
+    if args.kernel:
+        task = find_task(args.kernel, Path.cwd())
+        definition = load_definition(args.definition) if args.definition else task.load_definition()
+        workloads = load_workloads(args.workloads) if args.workloads else task.load_workloads()
+        candidate = load_solution(args.solution) if args.solution else task.source_solution(definition)
+        if args.baseline == "reference":
+            baseline = reference_solution(definition, task.target)
+        elif args.baseline:
+            baseline = load_solution(Path(args.baseline))
+        else:
+            baseline = task.baseline_solution(definition)
+        blobs = args.blobs or task.blob_root()
+        atol, rtol = task.tolerance.atol, task.tolerance.rtol
+    else:
+        missing = [f"--{n}" for n in ("definition", "workloads", "solution") if getattr(args, n) is None]
+        if missing:
+            raise TaskError(f"name a kernel from evoteam.toml, or give {' '.join(missing)}")
+        definition = load_definition(args.definition)
+        workloads = load_workloads(args.workloads)
+        candidate = load_solution(args.solution)
+        if args.baseline and args.baseline != "reference":
+            baseline = load_solution(Path(args.baseline))
+        else:
+            baseline = reference_solution(definition, candidate.spec.target_hardware[0])
+        from evoteam.gpu_bench.task import dataset_root
+
+        blobs = args.blobs or dataset_root(args.workloads)
+        atol, rtol = 1e-2, 1e-2
+    if candidate.definition != definition.name:
+        raise TaskError(f"solution {candidate.name!r} is for definition {candidate.definition!r}, not {definition.name!r}")
+    return _Job(
+        definition,
+        workloads,
+        candidate,
+        baseline,
+        blobs,
+        args.atol if args.atol is not None else atol,
+        args.rtol if args.rtol is not None else rtol,
+    )
+
+
+def _bench(job: _Job, args: argparse.Namespace) -> int:
+    from evoteam.cli.render import Reporter
+    from evoteam.gpu_bench.bench import Evaluator
+    from evoteam.gpu_bench.emit import emit_dataset
+    from evoteam.gpu_bench.evaluate import EvalConfig
+    from evoteam.gpu_bench.runner import BenchInputError, LocalRunner
+    from evoteam.gpu_bench.schema import EvaluationStatus
+    from evoteam.gpu_bench.timing import TimingConfig
+
+    config = EvalConfig(
+        trials=args.trials,
+        atol=job.atol,
+        rtol=job.rtol,
+        timeout_s=args.timeout,
+        timing=TimingConfig(max_time_s=args.max_time, flush_cache=not args.no_flush),
+    )
+    reporter = Reporter(enabled=not args.json, total=2 * len(job.workloads))
+    runner = LocalRunner(memory_limit_mb=args.memory_limit_mb)
+    try:
+        with reporter:
+            evaluator = Evaluator(runner)
+            reporter.phase(f"baseline {job.baseline.name}")
+            evaluator.baseline_run(job.definition, job.workloads, job.baseline, config, job.blob_root)
+            reporter.advance(len(job.workloads))
+            reporter.phase(f"candidate {job.candidate.name}")
+            result = evaluator.evaluate(
+                job.definition,
+                job.workloads,
+                job.candidate,
+                job.baseline,
+                config,
+                job.blob_root,
+                progress=lambda _run: reporter.advance(1),
+            )
+    finally:
+        runner.close()
+    if result.load_error:
+        raise BenchInputError(f"solution {job.candidate.name!r}: {result.load_error}")
+    if args.emit_traces:
+        emit_dataset(args.emit_traces, job.definition, [job.candidate], result.traces)
+    if args.json:
+        payload = {
+            "status": result.status.value,
+            "summary": result.summary.model_dump(mode="json"),
+            "traces": [t.to_json_dict() for t in result.traces],
+            "workloads": [w.model_dump(mode="json") for w in result.workloads],
+        }
+        print(json.dumps(payload))
+    else:
+        reporter.show(result, job.definition)
+    return 0 if result.status == EvaluationStatus.PASSED else 1

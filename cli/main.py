@@ -1,0 +1,28 @@
+"""``evoteam`` entry point: parses the command line and dispatches to one module per subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from evoteam.cli import bench, worker
+
+    parser = argparse.ArgumentParser(prog="evoteam", description="Evolving agent teams for kernel optimization.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench.add_parser(sub)
+    worker.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

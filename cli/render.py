@@ -1,0 +1,76 @@
+"""Terminal output of ``evoteam bench``: a progress bar while it runs, then a table per workload."""
+
+from __future__ import annotations
+
+import sys
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from evoteam.gpu_bench.result import CandidateResult
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus
+
+
+class Reporter:
+    def __init__(self, enabled: bool, total: int) -> None:
+        self._enabled = enabled
+        self._err = Console(file=sys.stderr)
+        self._out = Console()
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self._err,
+            transient=True,
+            disable=not enabled or not self._err.is_terminal,
+        )
+        self._task = self._progress.add_task("evaluating", total=total)
+
+    def __enter__(self) -> Reporter:
+        self._progress.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self._progress.stop()
+
+    def phase(self, text: str) -> None:
+        self._progress.update(self._task, description=text)
+
+    def advance(self, n: int) -> None:
+        self._progress.advance(self._task, n)
+
+    def show(self, result: CandidateResult, definition: Definition) -> None:
+        table = Table(title=f"{result.solution} on {definition.name} vs {result.baseline}")
+        for column in ("workload", "status", "latency ms (p20-p80)", "baseline ms", "speedup", "n"):
+            table.add_column(column, justify="right" if column in ("speedup", "n") else "left")
+        for w in result.workloads:
+            axes = " ".join(f"{k}={v}" for k, v in w.axes.items()) or w.uuid[:8]
+            status = w.status.value if w.status == EvaluationStatus.PASSED else f"[red]{w.status.value}[/red]"
+            t, b = w.timing, w.baseline_timing
+            latency = f"{t.median_ms:.4f} ({t.p20_ms:.4f}-{t.p80_ms:.4f})" if t else "-"
+            table.add_row(
+                axes,
+                status,
+                latency,
+                f"{b.median_ms:.4f}" if b else "-",
+                f"{w.speedup:.2f}x" if w.speedup is not None else "-",
+                str(t.n) if t else "-",
+            )
+        self._out.print(table)
+        for w in result.workloads:
+            if w.status != EvaluationStatus.PASSED:
+                self._out.print(f"[red]{w.status.value}[/red] {w.uuid}: {w.reason}", markup=True, highlight=False)
+        s = result.summary
+        if result.status == EvaluationStatus.COMPILE_ERROR:
+            self._out.print(result.build.log.strip()[-3000:], markup=False, highlight=False)
+        if s.geomean_speedup is not None and s.mean_speedup is not None:
+            worst = f"worst {s.worst.speedup:.2f}x" if s.worst and s.worst.speedup is not None else ""
+            self._out.print(
+                f"[bold]{result.status.value}[/bold]  geomean {s.geomean_speedup:.3f}x · mean {s.mean_speedup:.3f}x · "
+                f"{s.faster}/{s.total} faster · {worst}"
+            )
+        else:
+            self._out.print(f"[bold red]{result.status.value}[/bold red]  {s.passed}/{s.total} workloads passed")

@@ -1,0 +1,14 @@
+"""``evoteam worker``: the evaluation worker process (JSON lines on stdio); started by runners, not people."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from evoteam.gpu_bench.worker.__main__ import add_arguments, run
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser("worker", help="run the evaluation worker on stdio (internal)")
+    add_arguments(p)
+    p.set_defaults(run=run)

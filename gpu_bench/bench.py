@@ -1,0 +1,199 @@
+"""The evaluator's front door: a candidate and a baseline in, a ``CandidateResult`` with traces out.
+
+The baseline's timings are cached per (baseline, definition, workloads, config), so a stream of candidates
+pays for the baseline once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from evoteam.gpu_bench.evaluate import EvalConfig
+from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
+from evoteam.gpu_bench.runner import BenchInputError, Progress, Runner, SolutionRun, WorkloadRun
+from evoteam.gpu_bench.schema import (
+    Correctness,
+    Definition,
+    Environment,
+    Evaluation,
+    EvaluationStatus,
+    Performance,
+    Solution,
+    Trace,
+    Workload,
+)
+
+Clock = Callable[[], datetime]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Evaluator:
+    """Evaluates candidates against a baseline through one runner (whose worker stays warm)."""
+
+    def __init__(self, runner: Runner, clock: Clock = _now) -> None:
+        self._runner = runner
+        self._clock = clock
+        self._baselines: dict[str, SolutionRun] = {}
+
+    def evaluate(
+        self,
+        definition: Definition,
+        workloads: list[Workload],
+        candidate: Solution,
+        baseline: Solution,
+        config: EvalConfig,
+        blob_root: Path | None = None,
+        progress: Progress | None = None,
+    ) -> CandidateResult:
+        if candidate.definition != definition.name:
+            raise BenchInputError(
+                f"solution {candidate.name!r} is for definition {candidate.definition!r}, not {definition.name!r}"
+            )
+        base = self.baseline_run(definition, workloads, baseline, config, blob_root)
+        run = self._runner.run(definition, workloads, candidate, config, blob_root, progress)
+        return self._result(definition, workloads, run, base)
+
+    def baseline_run(
+        self,
+        definition: Definition,
+        workloads: list[Workload],
+        baseline: Solution,
+        config: EvalConfig,
+        blob_root: Path | None,
+    ) -> SolutionRun:
+        key = hashlib.sha256(
+            "\0".join(
+                [
+                    baseline.content_hash(),
+                    definition.model_dump_json(),
+                    *(w.model_dump_json() for w in workloads),
+                    config.model_dump_json(),
+                    str(blob_root),
+                ]
+            ).encode()
+        ).hexdigest()
+        if key not in self._baselines:
+            run = self._runner.run(definition, workloads, baseline, config, blob_root)
+            if not run.ok:
+                raise BenchInputError(
+                    f"baseline {baseline.name!r} does not build: {run.load_error or run.build.log.strip()[-2000:]}"
+                )
+            for w in run.workloads:
+                if w.outcome.status != EvaluationStatus.PASSED:
+                    raise BenchInputError(
+                        f"baseline {baseline.name!r} fails on workload {w.workload.uuid}: "
+                        f"{w.outcome.status.value}: {w.outcome.reason}"
+                    )
+            self._baselines[key] = run
+        return self._baselines[key]
+
+    def _result(
+        self, definition: Definition, workloads: list[Workload], run: SolutionRun, base: SolutionRun
+    ) -> CandidateResult:
+        timestamp = self._clock().isoformat()
+        env = run.environment
+        if not run.ok:
+            log = run.load_error or run.build.log
+            traces = [
+                _trace(definition, w, run.solution, EvaluationStatus.COMPILE_ERROR, env, timestamp, log)
+                for w in workloads
+            ]
+            results = [
+                WorkloadResult(uuid=w.uuid, axes=w.axes, status=EvaluationStatus.COMPILE_ERROR, reason=log[-500:])
+                for w in workloads
+            ]
+            return CandidateResult(
+                status=EvaluationStatus.COMPILE_ERROR,
+                solution=run.solution.name,
+                baseline=base.solution.name,
+                summary=summarize(results),
+                traces=traces,
+                workloads=results,
+                build=run.build,
+                load_error=run.load_error,
+            )
+        base_by_uuid = {w.workload.uuid: w for w in base.workloads}
+        traces, results = [], []
+        for w in run.workloads:
+            result = _workload_result(w, base_by_uuid.get(w.workload.uuid))
+            results.append(result)
+            traces.append(_trace_of(definition, w, result, run.solution, env, timestamp))
+        return CandidateResult(
+            status=overall_status([r.status for r in results]),
+            solution=run.solution.name,
+            baseline=base.solution.name,
+            summary=summarize(results),
+            traces=traces,
+            workloads=results,
+            build=run.build,
+        )
+
+
+def _workload_result(run: WorkloadRun, base: WorkloadRun | None) -> WorkloadResult:
+    o = run.outcome
+    speedup = None
+    base_timing = base.outcome.timing if base is not None else None
+    if o.status == EvaluationStatus.PASSED and o.timing is not None and base_timing is not None:
+        speedup = base_timing.median_ms / o.timing.median_ms if o.timing.median_ms > 0 else 0.0
+    return WorkloadResult(
+        uuid=run.workload.uuid,
+        axes=run.workload.axes,
+        status=o.status,
+        reason=o.reason,
+        timing=o.timing,
+        baseline_timing=base_timing,
+        speedup=speedup,
+    )
+
+
+def _trace_of(
+    definition: Definition,
+    run: WorkloadRun,
+    result: WorkloadResult,
+    solution: Solution,
+    env: Environment,
+    timestamp: str,
+) -> Trace:
+    o = run.outcome
+    log = "\n".join(part for part in (o.reason, run.log) if part)
+    correctness = None
+    if o.status in (EvaluationStatus.PASSED, EvaluationStatus.INCORRECT_NUMERICAL):
+        correctness = Correctness(
+            max_relative_error=o.max_relative_error if o.max_relative_error is not None else float("nan"),
+            max_absolute_error=o.max_absolute_error if o.max_absolute_error is not None else float("nan"),
+        )
+    performance = None
+    if o.status == EvaluationStatus.PASSED:
+        performance = Performance(
+            latency_ms=result.timing.median_ms if result.timing else 0.0,
+            reference_latency_ms=result.baseline_timing.median_ms if result.baseline_timing else 0.0,
+            speedup_factor=result.speedup or 0.0,
+        )
+    evaluation = Evaluation(
+        status=o.status,
+        environment=env,
+        timestamp=timestamp,
+        log=log,
+        correctness=correctness,
+        performance=performance,
+    )
+    return Trace(definition=definition.name, workload=run.workload, solution=solution.name, evaluation=evaluation)
+
+
+def _trace(
+    definition: Definition,
+    workload: Workload,
+    solution: Solution,
+    status: EvaluationStatus,
+    env: Environment,
+    timestamp: str,
+    log: str,
+) -> Trace:
+    evaluation = Evaluation(status=status, environment=env, timestamp=timestamp, log=log)
+    return Trace(definition=definition.name, workload=workload, solution=solution.name, evaluation=evaluation)

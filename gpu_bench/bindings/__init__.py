@@ -1,0 +1,33 @@
+"""Calling conventions: load a built solution and bind it to concrete inputs and outputs.
+
+Every binding turns (inputs, outputs, axes) into a zero-argument ``Call`` so that the timed region holds
+nothing but the call itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import torch
+
+from evoteam.gpu_bench.inputs import Value
+
+Call = Callable[[], object]
+"""Runs the kernel once. Destination-passing kernels fill the bound outputs; others return their outputs."""
+
+
+class KernelLoadError(RuntimeError):
+    """The artifact was built but cannot be loaded or has no such entry point."""
+
+
+class KernelCallError(RuntimeError):
+    """The kernel reported a failure (non-zero return code, an exception)."""
+
+
+class Kernel(Protocol):
+    destination_passing: bool
+
+    def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
+        """Prepares one call; ``outputs`` is empty for value-returning kernels."""
+        ...

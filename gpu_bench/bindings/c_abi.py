@@ -1,0 +1,68 @@
+"""evoteam's plain C ABI, called through ctypes.
+
+``extern "C" int ENTRY(const T* inputs..., T* outputs..., int64_t var_axes...)`` in definition order,
+scalars by value (``double`` or ``int64_t``), returning 0 on success.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelLoadError
+from evoteam.gpu_bench.dtypes import c_scalar_type
+from evoteam.gpu_bench.inputs import Value
+from evoteam.gpu_bench.schema import Definition
+
+
+class CKernel:
+    destination_passing = True
+
+    def __init__(self, library: str, symbol: str, definition: Definition) -> None:
+        try:
+            self._lib = ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)
+        except OSError as exc:
+            raise KernelLoadError(f"cannot load {library}: {exc}") from None
+        try:
+            self._fn: Any = getattr(self._lib, symbol)
+        except AttributeError:
+            raise KernelLoadError(
+                f"entry point {symbol!r} is not exported by the library (is it declared extern \"C\"?)"
+            ) from None
+        self._definition = definition
+        argtypes: list[Any] = []
+        for spec in definition.inputs.values():
+            argtypes.append(c_scalar_type(spec.dtype) if spec.shape is None else ctypes.c_void_p)
+        argtypes += [ctypes.c_void_p] * len(definition.outputs)
+        argtypes += [ctypes.c_int64] * len(definition.var_axes())
+        self._fn.argtypes = argtypes
+        self._fn.restype = ctypes.c_int
+
+    def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
+        args: list[Any] = []
+        for name, spec in self._definition.inputs.items():
+            value = inputs[name]
+            if isinstance(value, torch.Tensor):
+                args.append(ctypes.c_void_p(_contiguous(name, value).data_ptr()))
+            else:
+                args.append(c_scalar_type(spec.dtype)(value))
+        for name in self._definition.outputs:
+            args.append(ctypes.c_void_p(_contiguous(name, outputs[name]).data_ptr()))
+        args += [ctypes.c_int64(axes[name]) for name in self._definition.var_axes()]
+        fn = self._fn
+
+        def call() -> None:
+            rc = fn(*args)
+            if rc != 0:
+                raise KernelCallError(f"entry point returned {rc} (0 means success)")
+
+        return call
+
+
+def _contiguous(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    if not tensor.is_contiguous():
+        raise KernelCallError(f"tensor {name!r} is not contiguous; the C ABI takes dense row-major buffers")
+    return tensor

@@ -1,0 +1,140 @@
+"""Builds a solution into a loadable artifact, cached by a hash of sources, flags and compiler version."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from evoteam.gpu_bench.schema import Binding, Language, Solution
+
+DEFAULT_CXX_FLAGS = ("-O3",)
+BUILD_TIMEOUT_S = 300.0
+_CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c")
+
+
+class BuildResult(BaseModel):
+    ok: bool
+    artifact: str | None = None
+    """A shared library (cpp) or the folder holding the sources (python)."""
+    log: str = ""
+    cached: bool = False
+    seconds: float = 0.0
+
+
+def default_cache_root() -> Path:
+    env = os.environ.get("EVOTEAM_CACHE")
+    if env:
+        return Path(env) / "build"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "evoteam" / "build"
+
+
+@functools.cache
+def compiler_identity(cxx: str) -> str:
+    try:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except OSError as exc:
+        return f"{cxx}: unavailable ({exc})"
+    return out.stdout.splitlines()[0] if out.stdout else cxx
+
+
+def cxx_compiler() -> str:
+    return os.environ.get("CXX", "g++")
+
+
+def build_key(solution: Solution) -> str:
+    h = hashlib.sha256(solution.content_hash().encode())
+    if solution.spec.language == Language.CPP:
+        h.update(compiler_identity(cxx_compiler()).encode())
+    return h.hexdigest()[:32]
+
+
+def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
+    """Builds (or finds in the cache) ``solution``; a failure is a result with the compiler's log."""
+    start = time.perf_counter()
+    root = cache_root or default_cache_root()
+    final = root / build_key(solution)
+    marker = final / "artifact"
+    if marker.is_file():
+        return BuildResult(ok=True, artifact=marker.read_text(), cached=True, seconds=time.perf_counter() - start)
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
+    try:
+        for source in solution.sources:
+            dest = work / source.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(source.content)
+        result = _compile(solution, work, final)
+        if result.ok:
+            if final.exists() and not marker.is_file():  # left half-written by a killed build
+                shutil.rmtree(final, ignore_errors=True)
+            try:
+                work.rename(final)
+            except OSError:  # another worker finished the same build first: use theirs
+                shutil.rmtree(work, ignore_errors=True)
+                if not marker.is_file():
+                    raise
+            else:
+                marker.write_text(result.artifact or "")
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _compile(solution: Solution, work: Path, final: Path) -> BuildResult:
+    spec = solution.spec
+    binding = spec.resolved_binding()
+    if spec.language in (Language.PYTHON, Language.TRITON) and binding == Binding.PYTHON:
+        return BuildResult(ok=True, artifact=str(final))
+    if spec.language == Language.CPP and binding in (Binding.C, Binding.TVM_FFI):
+        return _compile_cxx(solution, work, final, tvm_ffi=binding == Binding.TVM_FFI)
+    return BuildResult(
+        ok=False,
+        log=f"evoteam cannot build language {spec.language.value!r} with binding {binding.value!r} on this "
+        "evaluator (cpu: cpp with c or tvm-ffi, python with python)",
+    )
+
+
+def _compile_cxx(solution: Solution, work: Path, final: Path, tvm_ffi: bool) -> BuildResult:
+    sources = [s.path for s in solution.sources if s.path.endswith(_CXX_SUFFIXES)]
+    if not sources:
+        return BuildResult(ok=False, log=f"no C/C++ source among {[s.path for s in solution.sources]}")
+    flags = list(solution.spec.compile_flags if solution.spec.compile_flags is not None else DEFAULT_CXX_FLAGS)
+    if tvm_ffi:
+        from evoteam.gpu_bench.bindings.tvm_ffi import tvm_ffi_build_flags
+
+        try:
+            flags += tvm_ffi_build_flags()
+        except ImportError as exc:
+            return BuildResult(ok=False, log=f"the tvm-ffi binding needs apache-tvm-ffi installed: {exc}")
+    library = "kernel.so"
+    cmd = [cxx_compiler(), "-shared", "-fPIC", *flags, "-o", library, *sources]
+    if tvm_ffi:
+        cmd += tvm_ffi_link_flags()
+    try:
+        proc = subprocess.run(
+            cmd, cwd=work, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return BuildResult(ok=False, log=f"compiler ran past {BUILD_TIMEOUT_S:.0f} s: {' '.join(cmd)}")
+    except OSError as exc:
+        return BuildResult(ok=False, log=f"cannot run the compiler {cmd[0]!r}: {exc}")
+    log = f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+    if proc.returncode != 0:
+        return BuildResult(ok=False, log=log)
+    return BuildResult(ok=True, artifact=str(final / library), log=log)
+
+
+def tvm_ffi_link_flags() -> list[str]:
+    from evoteam.gpu_bench.bindings.tvm_ffi import tvm_ffi_link_flags as flags
+
+    return flags()

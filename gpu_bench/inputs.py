@@ -1,0 +1,75 @@
+"""Builds the input values of one workload trial: seeded random tensors, scalars, safetensors blobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from evoteam.gpu_bench.dtypes import torch_dtype
+from evoteam.gpu_bench.schema import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
+
+Value = torch.Tensor | int | float | bool
+
+
+class InputError(ValueError):
+    """The workload cannot be turned into inputs (missing blob, missing axis, wrong tensor)."""
+
+
+def make_inputs(
+    definition: Definition, workload: Workload, seed: int, blob_root: Path | None, device: str = "cpu"
+) -> dict[str, Value]:
+    """Inputs in definition order. Random tensors depend only on ``seed``; blobs are read from ``blob_root``."""
+    try:
+        axes = definition.axis_values(workload.axes)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    values: dict[str, Value] = {}
+    for name, spec in definition.inputs.items():
+        source = workload.inputs.get(name, RandomInput())
+        shape = definition.shape_of(spec, axes)
+        dtype = torch_dtype(spec.dtype)
+        if isinstance(source, ScalarInput):
+            values[name] = source.value
+        elif isinstance(source, SafetensorsInput):
+            values[name] = _load_blob(name, source, blob_root, workload.uuid).to(device)
+        elif shape is None:
+            values[name] = _random_scalar(dtype, generator)
+        else:
+            values[name] = _random_tensor(shape, dtype, generator).to(device)
+    unknown = set(workload.inputs) - set(definition.inputs)
+    if unknown:
+        raise InputError(f"workload {workload.uuid} names inputs {sorted(unknown)} not in {definition.name}")
+    return values
+
+
+def _random_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).to(torch.bool)
+    high = 128 if dtype in (torch.int8, torch.uint8) else 1024
+    return torch.randint(0, high, shape, generator=generator, dtype=torch.int64).to(dtype)
+
+
+def _random_scalar(dtype: torch.dtype, generator: torch.Generator) -> int | float:
+    if dtype.is_floating_point:
+        return float(torch.rand((), generator=generator))
+    return int(torch.randint(1, 64, (), generator=generator))
+
+
+def _load_blob(name: str, source: SafetensorsInput, root: Path | None, uuid: str) -> torch.Tensor:
+    from safetensors.torch import load_file
+
+    path = (root / source.path) if root is not None else Path(source.path)
+    if not path.is_file():
+        raise InputError(
+            f"workload {uuid} input {name!r} needs safetensors blob {source.path} (key {source.tensor_key!r}), "
+            f"which does not exist under {root if root is not None else Path.cwd()}"
+        )
+    tensors = load_file(str(path))
+    if source.tensor_key not in tensors:
+        raise InputError(f"safetensors blob {path} has no tensor {source.tensor_key!r} (input {name!r})")
+    tensor: torch.Tensor = tensors[source.tensor_key]
+    return tensor

@@ -1,0 +1,87 @@
+"""``CandidateResult``: per-workload traces of one candidate plus the summary users see."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel
+
+from evoteam.gpu_bench.build import BuildResult
+from evoteam.gpu_bench.schema import EvaluationStatus, Trace
+from evoteam.gpu_bench.timing import TimingStats
+
+
+class WorkloadResult(BaseModel):
+    uuid: str
+    axes: dict[str, int]
+    status: EvaluationStatus
+    reason: str = ""
+    timing: TimingStats | None = None
+    baseline_timing: TimingStats | None = None
+    speedup: float | None = None
+
+
+class Worst(BaseModel):
+    uuid: str
+    status: EvaluationStatus
+    speedup: float | None = None
+    reason: str = ""
+
+
+class Summary(BaseModel):
+    geomean_speedup: float | None
+    """Geometric mean of per-workload speedups; None unless every workload passed."""
+    mean_speedup: float | None
+    """Arithmetic mean (FlashInfer-Bench's score); None unless every workload passed."""
+    faster: int
+    """Workloads where the candidate beat the baseline."""
+    total: int
+    passed: int
+    worst: Worst | None
+
+
+class CandidateResult(BaseModel):
+    status: EvaluationStatus
+    solution: str
+    baseline: str
+    summary: Summary
+    traces: list[Trace]
+    workloads: list[WorkloadResult]
+    build: BuildResult
+    load_error: str | None = None
+
+
+def overall_status(statuses: list[EvaluationStatus]) -> EvaluationStatus:
+    """PASSED only when every workload passed; otherwise the first failure's status."""
+    for status in statuses:
+        if status != EvaluationStatus.PASSED:
+            return status
+    return EvaluationStatus.PASSED
+
+
+def summarize(results: list[WorkloadResult]) -> Summary:
+    passed = [r for r in results if r.status == EvaluationStatus.PASSED and r.speedup is not None]
+    speedups = [r.speedup for r in passed if r.speedup is not None]
+    everything = len(passed) == len(results) and bool(results)
+    failures = [r for r in results if r.status != EvaluationStatus.PASSED]
+    worst: Worst | None = None
+    if failures:
+        f = failures[0]
+        worst = Worst(uuid=f.uuid, status=f.status, reason=f.reason)
+    elif passed:
+        w = min(passed, key=lambda r: r.speedup or 0.0)
+        worst = Worst(uuid=w.uuid, status=w.status, speedup=w.speedup)
+    return Summary(
+        geomean_speedup=geomean(speedups) if everything else None,
+        mean_speedup=sum(speedups) / len(speedups) if everything else None,
+        faster=sum(1 for s in speedups if s > 1.0),
+        total=len(results),
+        passed=len(passed),
+        worst=worst,
+    )
+
+
+def geomean(values: list[float]) -> float:
+    if not values or any(v <= 0 for v in values):
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))

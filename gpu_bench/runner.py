@@ -1,0 +1,176 @@
+"""Runners evaluate a solution over workloads in a worker; ``LocalRunner`` keeps one warm worker here.
+
+A lost worker becomes a status on the workload it was running (``TIMEOUT`` or ``RUNTIME_ERROR``) and a new
+worker takes the next one. Bad input (a missing blob, a reference that does not run) is a ``BenchInputError``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from evoteam.gpu_bench.build import BUILD_TIMEOUT_S, BuildResult
+from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
+from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
+from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
+from evoteam.gpu_bench.worker.protocol import BuildRequest, EvaluateRequest, Failed
+
+
+class BenchInputError(ValueError):
+    """The task itself is unusable: missing files or blobs, a reference that fails, an unloadable solution."""
+
+
+class WorkloadRun(BaseModel):
+    workload: Workload
+    outcome: WorkloadOutcome
+    log: str = ""
+
+
+class SolutionRun(BaseModel):
+    solution: Solution
+    build: BuildResult
+    load_error: str | None = None
+    environment: Environment
+    workloads: list[WorkloadRun]
+
+    @property
+    def ok(self) -> bool:
+        return self.build.ok and self.load_error is None
+
+
+Progress = Callable[[WorkloadRun], None]
+
+
+class Runner(Protocol):
+    def run(
+        self,
+        definition: Definition,
+        workloads: list[Workload],
+        solution: Solution,
+        config: EvalConfig,
+        blob_root: Path | None,
+        progress: Progress | None = None,
+    ) -> SolutionRun: ...
+
+    def close(self) -> None: ...
+
+
+class LocalRunner:
+    """Evaluates in a worker subprocess on this machine.
+
+    ``fresh=True`` starts a new worker with an empty build cache for every solution: the cost a harness
+    without a warm worker pays (used by the benchmark for comparison).
+    """
+
+    def __init__(self, cache_root: Path | None = None, memory_limit_mb: int | None = None, fresh: bool = False):
+        self._cache_root = cache_root
+        self._memory_limit_mb = memory_limit_mb
+        self._fresh = fresh
+        self._worker: WorkerProcess | None = None
+        self._scratch: Path | None = None
+
+    def _ensure_worker(self) -> WorkerProcess:
+        if self._worker is None:
+            cache = self._cache_root
+            if self._fresh:
+                self._scratch = Path(tempfile.mkdtemp(prefix="evoteam-fresh-cache-"))
+                cache = self._scratch
+            self._worker = WorkerProcess(cache, self._memory_limit_mb)
+        return self._worker
+
+    @property
+    def worker_starts(self) -> int:
+        return self._worker.starts if self._worker else 0
+
+    def run(
+        self,
+        definition: Definition,
+        workloads: list[Workload],
+        solution: Solution,
+        config: EvalConfig,
+        blob_root: Path | None,
+        progress: Progress | None = None,
+    ) -> SolutionRun:
+        try:
+            return self._run(definition, workloads, solution, config, blob_root, progress)
+        finally:
+            if self._fresh:
+                self.close()
+
+    def _run(
+        self,
+        definition: Definition,
+        workloads: list[Workload],
+        solution: Solution,
+        config: EvalConfig,
+        blob_root: Path | None,
+        progress: Progress | None,
+    ) -> SolutionRun:
+        worker = self._ensure_worker()
+        try:
+            built = worker.build(
+                BuildRequest(id=worker.next_id(), solution=solution, definition=definition), BUILD_TIMEOUT_S
+            )
+        except WorkerLost as lost:
+            built = Failed(id=0, error="load", message=f"{lost.reason}\n{lost.log_tail}")
+        env = worker.environment or Environment(hardware="unknown")
+        if isinstance(built, Failed):
+            result = BuildResult(ok=False, log=built.message)
+            return SolutionRun(solution=solution, build=result, environment=env, workloads=[])
+        if not built.build.ok or built.load_error:
+            return SolutionRun(solution=solution, build=built.build, load_error=built.load_error, environment=env,
+                               workloads=[])
+        runs: list[WorkloadRun] = []
+        for workload in workloads:
+            run = self._one(worker, definition, workload, solution, config, blob_root)
+            runs.append(run)
+            if progress is not None:
+                progress(run)
+        return SolutionRun(solution=solution, build=built.build, environment=worker.environment or env,
+                           workloads=runs)
+
+    def _one(
+        self,
+        worker: WorkerProcess,
+        definition: Definition,
+        workload: Workload,
+        solution: Solution,
+        config: EvalConfig,
+        blob_root: Path | None,
+    ) -> WorkloadRun:
+        request = EvaluateRequest(
+            id=worker.next_id(),
+            definition=definition,
+            workload=workload,
+            solution=solution,
+            config=config,
+            blob_root=str(blob_root) if blob_root else None,
+        )
+        try:
+            response = worker.evaluate(request, config.timeout_s)
+        except WorkerLost as lost:
+            status = EvaluationStatus.TIMEOUT if lost.timed_out else EvaluationStatus.RUNTIME_ERROR
+            reason = (
+                f"did not finish within {config.timeout_s:g} s; the worker was killed" if lost.timed_out else lost.reason
+            )
+            return WorkloadRun(workload=workload, outcome=WorkloadOutcome(status=status, reason=reason),
+                               log=lost.log_tail)
+        if isinstance(response, Failed):
+            if response.error in ("input", "reference"):
+                raise BenchInputError(response.message)
+            outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=response.message)
+            return WorkloadRun(workload=workload, outcome=outcome)
+        return WorkloadRun(workload=workload, outcome=response.outcome, log=response.log)
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None

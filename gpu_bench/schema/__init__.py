@@ -1,0 +1,35 @@
+"""FlashInfer-Bench's data model (exact JSON field names and statuses), plus evoteam's REJECTED status."""
+
+from evoteam.gpu_bench.schema.definition import AxisConst, AxisVar, Definition, DType, TensorSpec
+from evoteam.gpu_bench.schema.solution import Binding, BuildSpec, Language, Solution, SourceFile
+from evoteam.gpu_bench.schema.trace import (
+    Correctness,
+    Environment,
+    Evaluation,
+    EvaluationStatus,
+    Performance,
+    Trace,
+)
+from evoteam.gpu_bench.schema.workload import RandomInput, SafetensorsInput, ScalarInput, Workload
+
+__all__ = [
+    "AxisConst",
+    "AxisVar",
+    "Binding",
+    "BuildSpec",
+    "Correctness",
+    "DType",
+    "Definition",
+    "Environment",
+    "Evaluation",
+    "EvaluationStatus",
+    "Language",
+    "Performance",
+    "RandomInput",
+    "SafetensorsInput",
+    "ScalarInput",
+    "Solution",
+    "SourceFile",
+    "Trace",
+    "Workload",
+]

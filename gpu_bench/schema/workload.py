@@ -1,0 +1,41 @@
+"""FlashInfer-Bench ``Workload``: concrete axis values and how each input is made."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
+
+
+class RandomInput(Model):
+    """Random values drawn by the harness (seeded per trial)."""
+
+    type: Literal["random"] = "random"
+
+
+class ScalarInput(Model):
+    """A scalar value passed as is."""
+
+    type: Literal["scalar"] = "scalar"
+    value: bool | int | float
+
+
+class SafetensorsInput(Model):
+    """A tensor stored in a safetensors blob, relative to the dataset root."""
+
+    type: Literal["safetensors"] = "safetensors"
+    path: NonEmptyStr
+    tensor_key: NonEmptyStr
+
+
+InputSpec = Annotated[RandomInput | ScalarInput | SafetensorsInput, Field(discriminator="type")]
+
+
+class Workload(Model):
+    """One concrete shape (and data source) to evaluate a definition on."""
+
+    uuid: NonEmptyStr
+    axes: dict[NonEmptyStr, int]
+    inputs: dict[NonEmptyStr, InputSpec]

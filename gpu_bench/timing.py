@@ -1,0 +1,119 @@
+"""CPU timing: warm-up by time, cache flush outside the timed region, samples until the noise is low."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+
+class TimingConfig(BaseModel):
+    warmup_s: float = 0.05
+    """Warm-up runs for at least this long (and at least 3 calls)."""
+    min_samples: int = 10
+    max_samples: int = 500
+    max_time_s: float = 2.0
+    """Stop sampling after this much wall time, noisy or not."""
+    target_noise: float = 0.01
+    """Stop once the 95% confidence half-width of the median, relative to the median, is below this."""
+    flush_cache: bool = True
+
+
+class TimingStats(BaseModel):
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    n: int
+    noise: float
+    """Relative 95% confidence half-width of the median when sampling stopped."""
+    warmup_calls: int
+
+
+def time_call(
+    call: Callable[[], object],
+    config: TimingConfig,
+    before_sample: Callable[[int], None] | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> TimingStats:
+    """Times ``call``; ``before_sample(i)`` runs before sample i, outside the timed region, and so does the
+    cache flush. Every exception ``call`` raises propagates to the caller."""
+    flush = _flusher() if config.flush_cache else _no_flush
+    warm_calls = 0
+    deadline = clock() + int(config.warmup_s * 1e9)
+    while warm_calls < 3 or clock() < deadline:
+        call()
+        warm_calls += 1
+    samples: list[float] = []
+    stop_at = clock() + int(config.max_time_s * 1e9)
+    noise = math.inf
+    while len(samples) < config.max_samples:
+        if before_sample is not None:
+            before_sample(len(samples))
+        flush()
+        start = clock()
+        call()
+        samples.append((clock() - start) / 1e6)
+        if len(samples) >= config.min_samples:
+            noise = relative_noise(samples)
+            if noise < config.target_noise or clock() > stop_at:
+                break
+    noise = relative_noise(samples)
+    return TimingStats(
+        median_ms=statistics.median(samples),
+        p20_ms=_quantile(samples, 0.2),
+        p80_ms=_quantile(samples, 0.8),
+        n=len(samples),
+        noise=noise,
+        warmup_calls=warm_calls,
+    )
+
+
+def relative_noise(samples: list[float]) -> float:
+    """1.57 * IQR / sqrt(n) / median: the notch half-width, a robust 95% interval for the median."""
+    if len(samples) < 4:
+        return math.inf
+    median = statistics.median(samples)
+    if median <= 0:
+        return math.inf
+    iqr = _quantile(samples, 0.75) - _quantile(samples, 0.25)
+    return 1.57 * iqr / math.sqrt(len(samples)) / median
+
+
+def _quantile(samples: list[float], q: float) -> float:
+    return float(np.quantile(np.asarray(samples), q))
+
+
+def _no_flush() -> None:
+    return None
+
+
+@cache
+def last_level_cache_bytes() -> int:
+    best = 0
+    for size_file in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = size_file.read_text().strip().upper()
+        mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            best = max(best, int(digits) * mult)
+    return best or 32 * 1024**2
+
+
+@cache
+def _flush_buffer() -> np.ndarray:
+    return np.zeros(2 * last_level_cache_bytes() // 8, dtype=np.int64)
+
+
+def _flusher() -> Callable[[], None]:
+    buf = _flush_buffer()
+
+    def flush() -> None:
+        np.add(buf, 1, out=buf)
+
+    return flush

@@ -1,0 +1,208 @@
+"""Owns one worker process: starts it, sends a request, waits with a deadline, kills and reports on failure.
+
+A worker that crashes (segfault, abort) or outlives its deadline is killed with its whole process group and
+described as a ``WorkerLost``; the caller turns that into a status and starts a new worker. Nothing here
+ever lets a candidate's failure escape as a crash of the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from pydantic import ValidationError
+
+from evoteam.gpu_bench.schema import Environment
+from evoteam.gpu_bench.worker.protocol import (
+    RESPONSE,
+    BuildRequest,
+    Built,
+    EvaluateRequest,
+    Evaluated,
+    Failed,
+    Ready,
+    ShutdownRequest,
+)
+
+STARTUP_TIMEOUT_S = 120.0
+
+
+class WorkerLost(RuntimeError):
+    """The worker died or was killed while answering; ``timed_out`` tells which."""
+
+    def __init__(self, reason: str, timed_out: bool, log_tail: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.timed_out = timed_out
+        self.log_tail = log_tail
+
+
+def worker_command() -> list[str]:
+    return [sys.executable, "-m", "evoteam.gpu_bench.worker"]
+
+
+class WorkerProcess:
+    """One ``evoteam worker`` child; not thread-safe (one request at a time)."""
+
+    def __init__(self, cache_root: Path | None = None, memory_limit_mb: int | None = None) -> None:
+        self._cache_root = cache_root
+        self._memory_limit_mb = memory_limit_mb
+        self._proc: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._log_dir = Path(tempfile.mkdtemp(prefix="evoteam-worker-"))
+        self._log = self._log_dir / "worker.log"
+        self._next_id = 1
+        self.environment: Environment | None = None
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        cmd = [*worker_command(), "--log", str(self._log)]
+        if self._cache_root is not None:
+            cmd += ["--cache", str(self._cache_root)]
+        if self._memory_limit_mb:
+            cmd += ["--memory-limit-mb", str(self._memory_limit_mb)]
+        self._log.write_bytes(b"")
+        self._lines = queue.Queue()
+        self._proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            encoding="utf-8",
+            start_new_session=True,
+        )
+        self.starts += 1
+        assert self._proc.stdout is not None
+        threading.Thread(target=_pump, args=(self._proc.stdout, self._lines), daemon=True).start()
+        ready = self._receive(STARTUP_TIMEOUT_S, "starting")
+        if not isinstance(ready, Ready):
+            self.kill()
+            raise WorkerLost(f"worker sent {ready.kind} instead of ready", False, self.log_tail())
+        self.environment = ready.environment
+
+    def build(self, request: BuildRequest, timeout_s: float) -> Built | Failed:
+        response = self._call(request, timeout_s)
+        assert isinstance(response, Built | Failed)
+        return response
+
+    def evaluate(self, request: EvaluateRequest, timeout_s: float) -> Evaluated | Failed:
+        response = self._call(request, timeout_s)
+        assert isinstance(response, Evaluated | Failed)
+        return response
+
+    def next_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _call(self, request: BuildRequest | EvaluateRequest, timeout_s: float) -> Built | Evaluated | Failed:
+        if not self.alive:
+            self.start()
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(request.model_dump_json() + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._lost("the worker closed its input", timed_out=False) from None
+        while True:
+            response = self._receive(timeout_s, f"{request.kind} request")
+            if isinstance(response, Ready):
+                continue
+            if response.id in (request.id, -1):
+                return response
+
+    def _receive(self, timeout_s: float, what: str) -> Ready | Built | Evaluated | Failed:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._lost(f"no answer to the {what} within {timeout_s:g} s", timed_out=True)
+            try:
+                line = self._lines.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                if not self.alive:
+                    raise self._lost(self._death(), timed_out=False) from None
+                continue
+            if line is None:
+                raise self._lost(self._death(), timed_out=False)
+            try:
+                return RESPONSE.validate_json(line)
+            except ValidationError:
+                raise self._lost(f"worker sent an unreadable line: {line[:200]!r}", timed_out=False) from None
+
+    def _death(self) -> str:
+        assert self._proc is not None
+        try:
+            code = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "the worker closed its output but did not exit"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+                text = signal.strsignal(-code) or name
+            except ValueError:
+                name, text = str(-code), "unknown signal"
+            return f"the worker died from signal {name} ({text})"
+        return f"the worker exited with code {code}"
+
+    def _lost(self, reason: str, timed_out: bool) -> WorkerLost:
+        self.kill()
+        return WorkerLost(reason, timed_out, self.log_tail())
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            data = self._log.read_bytes()
+        except OSError:
+            return ""
+        text = data.decode(errors="replace")
+        return text[-limit:]
+
+    def kill(self) -> None:
+        """Kills the worker and every process it started (its own process group)."""
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group may outlive its leader
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+        self._proc = None
+
+    def close(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None and proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.write(ShutdownRequest().model_dump_json() + "\n")
+                proc.stdin.flush()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        self.kill()
+        with contextlib.suppress(OSError):
+            self._log.unlink()
+            self._log_dir.rmdir()
+
+
+def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    try:
+        for line in stream:
+            lines.put(line)
+    except (OSError, ValueError):
+        pass
+    lines.put(None)

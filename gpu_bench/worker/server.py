@@ -1,0 +1,147 @@
+"""``evoteam worker``: the process that builds, loads and runs candidates, answering requests on stdio.
+
+It keeps built kernels and compiled references warm between requests. Before reading any request it moves
+the protocol to private file descriptors and points fds 0/1/2 at /dev/null and the log file, so nothing a
+kernel prints can corrupt the protocol, and every byte it prints lands in that request's log.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import IO
+
+from pydantic import ValidationError
+
+from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
+from evoteam.gpu_bench.bindings.load import load_kernel
+from evoteam.gpu_bench.build import build
+from evoteam.gpu_bench.environment import environment
+from evoteam.gpu_bench.evaluate import (
+    ReferenceFailure,
+    RunReference,
+    WorkloadOutcome,
+    evaluate_workload,
+    make_reference,
+)
+from evoteam.gpu_bench.inputs import InputError
+from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.worker.protocol import (
+    REQUEST,
+    BuildRequest,
+    Built,
+    EvaluateRequest,
+    Evaluated,
+    Failed,
+    Ready,
+    ShutdownRequest,
+)
+
+
+class _Worker:
+    def __init__(self, out: IO[str], log_path: Path, cache_root: Path | None) -> None:
+        self._out = out
+        self._log_path = log_path
+        self._cache_root = cache_root
+        self._kernels: dict[str, Kernel] = {}
+        self._references: dict[str, RunReference] = {}
+
+    def send(self, message: Ready | Built | Evaluated | Failed) -> None:
+        self._out.write(message.model_dump_json() + "\n")
+        self._out.flush()
+
+    def handle(self, request: BuildRequest | EvaluateRequest) -> Built | Evaluated | Failed:
+        if isinstance(request, BuildRequest):
+            return self._build(request)
+        return self._evaluate(request)
+
+    def _build(self, request: BuildRequest) -> Built:
+        key = request.solution.content_hash()
+        result = build(request.solution, self._cache_root)
+        load_error = None
+        if result.ok and result.artifact is not None and key not in self._kernels:
+            try:
+                self._kernels[key] = load_kernel(request.solution, result.artifact, request.definition)
+            except KernelLoadError as exc:
+                load_error = str(exc)
+        return Built(id=request.id, build=result, load_error=load_error)
+
+    def _evaluate(self, request: EvaluateRequest) -> Evaluated | Failed:
+        kernel = self._kernels.get(request.solution.content_hash())
+        if kernel is None:
+            built = self._build(BuildRequest(id=request.id, solution=request.solution, definition=request.definition))
+            if not built.build.ok or built.load_error:
+                return Failed(id=request.id, error="load", message=built.load_error or built.build.log)
+            kernel = self._kernels[request.solution.content_hash()]
+        reference = self._reference(request)
+        offset = self._log_size()
+        try:
+            outcome = evaluate_workload(
+                kernel,
+                request.definition,
+                request.workload,
+                reference,
+                request.config,
+                Path(request.blob_root) if request.blob_root else None,
+            )
+        except InputError as exc:
+            return Failed(id=request.id, error="input", message=str(exc))
+        except ReferenceFailure as exc:
+            return Failed(id=request.id, error="reference", message=str(exc))
+        return Evaluated(id=request.id, outcome=outcome, log=self._log_since(offset))
+
+    def _reference(self, request: EvaluateRequest) -> RunReference:
+        key = request.definition.model_dump_json()
+        if key not in self._references:
+            self._references[key] = make_reference(request.definition)
+        return self._references[key]
+
+    def _log_size(self) -> int:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return self._log_path.stat().st_size
+
+    def _log_since(self, offset: int, limit: int = 20_000) -> str:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with self._log_path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+        text = data.decode(errors="replace")
+        return text if len(text) <= limit else "[...]\n" + text[-limit:]
+
+
+def serve(log_path: Path, cache_root: Path | None, memory_limit_mb: int | None) -> int:
+    proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    if memory_limit_mb:
+        limit = memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    worker = _Worker(proto_out, log_path, cache_root)
+    worker.send(Ready(pid=os.getpid(), environment=environment()))
+    for line in proto_in:
+        if not line.strip():
+            continue
+        try:
+            request = REQUEST.validate_json(line)
+        except ValidationError as exc:
+            worker.send(Failed(id=-1, error="protocol", message=f"invalid request: {exc.errors()[:3]}"))
+            continue
+        if isinstance(request, ShutdownRequest):
+            return 0
+        try:
+            worker.send(worker.handle(request))
+        except MemoryError:
+            reason = f"out of memory (the worker's limit is {memory_limit_mb} MB)"
+            outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=reason)
+            worker.send(Evaluated(id=request.id, outcome=outcome))
+    return 0
