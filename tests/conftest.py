@@ -1,0 +1,98 @@
+"""Shared fixtures: the tiny scale_add task, solutions built from files in tests/kernels, a warm runner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.evaluate import EvalConfig
+from evoteam.gpu_bench.reference import reference_solution
+from evoteam.gpu_bench.result import CandidateResult
+from evoteam.gpu_bench.runner import LocalRunner
+from evoteam.gpu_bench.schema import Binding, BuildSpec, Definition, Language, Solution, SourceFile, Workload
+from evoteam.gpu_bench.task import load_definition, load_workloads
+from evoteam.gpu_bench.timing import TimingConfig
+
+TESTS = Path(__file__).parent
+DATA = TESTS / "data"
+KERNELS = TESTS / "kernels"
+REPO = TESTS.parent
+SHARED_DATA = REPO.parent / "shared" / "data" / "flashinfer-trace"
+
+QUICK_TIMING = TimingConfig(warmup_s=0.002, min_samples=5, max_samples=20, max_time_s=0.05, flush_cache=False)
+
+
+def quick_config(**changes: object) -> EvalConfig:
+    return EvalConfig(timeout_s=20.0, timing=QUICK_TIMING).model_copy(update=changes)
+
+
+@pytest.fixture(scope="session")
+def definition() -> Definition:
+    return load_definition(DATA / "scale_add.json")
+
+
+@pytest.fixture(scope="session")
+def workloads() -> list[Workload]:
+    return load_workloads(DATA / "scale_add.jsonl")
+
+
+def kernel_solution(filename: str, definition_name: str = "scale_add_f32", symbol: str | None = None) -> Solution:
+    path = KERNELS / filename
+    python = path.suffix == ".py"
+    dps = not filename.startswith(("wrong_",))
+    spec = BuildSpec(
+        language=Language.PYTHON if python else Language.CPP,
+        target_hardware=["cpu"],
+        entry_point=f"{path.name}::{symbol or ('run' if python else 'scale_add')}",
+        binding=Binding.PYTHON if python else Binding.C,
+        destination_passing_style=dps,
+        compile_flags=["-O2"],
+    )
+    return Solution(
+        name=path.stem,
+        definition=definition_name,
+        author="tests",
+        spec=spec,
+        sources=[SourceFile(path=path.name, content=path.read_text())],
+    )
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRunner]:
+    r = LocalRunner(cache_root=tmp_path_factory.mktemp("build-cache"), memory_limit_mb=4096)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+@pytest.fixture(scope="module")
+def evaluator(runner: LocalRunner) -> Evaluator:
+    return Evaluator(runner)
+
+
+class Bench:
+    def __init__(self, evaluator: Evaluator, definition: Definition, workloads: list[Workload]) -> None:
+        self.evaluator = evaluator
+        self.definition = definition
+        self.workloads = workloads
+
+    def __call__(self, filename: str, config: EvalConfig | None = None, **kw: object) -> CandidateResult:
+        workloads = self.workloads
+        if "only" in kw:
+            workloads = [w for w in workloads if w.uuid in kw["only"]]  # type: ignore[operator]
+        return self.evaluator.evaluate(
+            self.definition,
+            workloads,
+            kernel_solution(filename),
+            reference_solution(self.definition),
+            config or quick_config(),
+        )
+
+
+@pytest.fixture(scope="module")
+def bench(evaluator: Evaluator, definition: Definition, workloads: list[Workload]) -> Bench:
+    return Bench(evaluator, definition, workloads)

@@ -1,0 +1,6 @@
+// Writes only the first half of the output.
+#include <cstdint>
+extern "C" int scale_add(const float* x, const float* y, float* out, int64_t n) {
+  for (int64_t i = 0; i < n / 2; ++i) out[i] = 2.0f * x[i] + y[i];
+  return 0;
+}

@@ -1,0 +1,97 @@
+"""Kernels that try to cheat or crash get the right non-PASSED status; honest kernels pass."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Bench, quick_config
+
+from evoteam.gpu_bench.schema import EvaluationStatus as S
+
+
+@pytest.mark.parametrize("filename", ["honest.cpp", "honest.py", "prints.cpp"])
+def test_honest_kernels_pass_every_workload(bench: Bench, filename: str) -> None:
+    result = bench(filename)
+    assert result.status == S.PASSED, [w.reason for w in result.workloads]
+    assert result.summary.passed == result.summary.total == 3
+    assert result.summary.geomean_speedup is not None and result.summary.geomean_speedup > 0
+    for w in result.workloads:
+        assert w.timing is not None and w.timing.n >= 5
+        assert w.speedup is not None and w.speedup > 0
+
+
+def test_kernel_output_lands_in_the_log_not_the_protocol(bench: Bench) -> None:
+    result = bench("prints.cpp", only={"small-1000"})
+    assert result.status == S.PASSED
+    log = result.traces[0].evaluation.log  # type: ignore[union-attr]
+    assert "hello from the kernel, n=1000" in log
+    assert '"id": 999' in log
+
+
+@pytest.mark.parametrize(
+    ("filename", "status", "phrase"),
+    [
+        ("partial_write.cpp", S.INCORRECT_NUMERICAL, "non-finite"),
+        ("previous_output.py", S.INCORRECT_NUMERICAL, "trial"),
+        ("pointer_cache.cpp", S.INCORRECT_NUMERICAL, "reuses the previous buffers"),
+        ("modifies_input.cpp", S.REJECTED, "modified its input 'x'"),
+        ("first_trial_only.cpp", S.INCORRECT_NUMERICAL, "on trial 2"),
+        ("timing_cheat.cpp", S.REJECTED, "after timing"),
+        ("returns_error.cpp", S.RUNTIME_ERROR, "returned 7"),
+        ("raises.py", S.RUNTIME_ERROR, "this kernel always fails"),
+        ("wrong_shape.py", S.INCORRECT_SHAPE, "shape"),
+        ("wrong_dtype.py", S.INCORRECT_DTYPE, "float64"),
+    ],
+)
+def test_cheating_and_broken_kernels_are_caught(bench: Bench, filename: str, status: S, phrase: str) -> None:
+    result = bench(filename, only={"small-1000"})
+    assert result.status == status, result.workloads[0].reason
+    assert phrase in result.workloads[0].reason
+    assert result.summary.geomean_speedup is None
+    evaluation = result.traces[0].evaluation
+    assert evaluation is not None and evaluation.status == status and evaluation.performance is None
+
+
+def test_compile_error_is_a_status_with_the_compiler_log(bench: Bench) -> None:
+    result = bench("compile_error.cpp")
+    assert result.status == S.COMPILE_ERROR
+    assert all(t.evaluation is not None and t.evaluation.status == S.COMPILE_ERROR for t in result.traces)
+    assert "undefined_symbol" in result.build.log
+
+
+def test_segfault_kills_only_its_workload_and_the_worker_is_replaced(bench: Bench) -> None:
+    result = bench("segfault_on_medium.cpp")
+    by_uuid = {w.uuid: w for w in result.workloads}
+    assert by_uuid["medium-4096"].status == S.RUNTIME_ERROR
+    assert "SIGSEGV" in by_uuid["medium-4096"].reason
+    assert by_uuid["small-1000"].status == S.PASSED
+    assert by_uuid["large-65536"].status == S.PASSED  # evaluated by a fresh worker
+
+
+def test_abort_is_a_runtime_error(bench: Bench) -> None:
+    result = bench("aborts.cpp", only={"small-1000"})
+    assert result.status == S.RUNTIME_ERROR
+    assert "SIGABRT" in result.workloads[0].reason
+
+
+def test_never_returning_kernel_times_out(bench: Bench) -> None:
+    result = bench("never_returns.cpp", quick_config(timeout_s=3.0), only={"small-1000"})
+    assert result.status == S.TIMEOUT
+    assert "3 s" in result.workloads[0].reason
+
+
+def test_sleeping_on_some_workloads_times_out_only_those(bench: Bench) -> None:
+    result = bench("sleeps_on_large.cpp", quick_config(timeout_s=3.0))
+    statuses = {w.uuid: w.status for w in result.workloads}
+    assert statuses == {"small-1000": S.PASSED, "medium-4096": S.PASSED, "large-65536": S.TIMEOUT}
+
+
+def test_runaway_memory_is_stopped_by_the_worker_limit(bench: Bench) -> None:
+    result = bench("runaway_memory.cpp", only={"small-1000"})
+    assert result.status == S.RUNTIME_ERROR
+    assert "SIGSEGV" in result.workloads[0].reason or "memory" in result.workloads[0].reason
+
+
+def test_the_evaluator_survives_everything_and_still_passes_honest_code(bench: Bench) -> None:
+    for filename in ("aborts.cpp", "segfault_on_medium.cpp", "honest.cpp"):
+        result = bench(filename, only={"medium-4096"})
+    assert result.status == S.PASSED
