@@ -97,7 +97,9 @@ def _job(args: argparse.Namespace) -> _Job:
         blobs = args.blobs or dataset_root(args.workloads)
         atol, rtol = 1e-2, 1e-2
     if candidate.definition != definition.name:
-        raise TaskError(f"solution {candidate.name!r} is for definition {candidate.definition!r}, not {definition.name!r}")
+        raise TaskError(
+            f"solution {candidate.name!r} is for definition {candidate.definition!r}, not {definition.name!r}"
+        )
     return _Job(
         definition,
         workloads,

@@ -11,9 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from evoteam.gpu_bench.schema import Binding, Language, Solution
+from pydantic import BaseModel
 
 DEFAULT_CXX_FLAGS = ("-O3",)
 BUILD_TIMEOUT_S = 300.0
@@ -121,9 +120,7 @@ def _compile_cxx(solution: Solution, work: Path, final: Path, tvm_ffi: bool) -> 
     if tvm_ffi:
         cmd += tvm_ffi_link_flags()
     try:
-        proc = subprocess.run(
-            cmd, cwd=work, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
-        )
+        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         return BuildResult(ok=False, log=f"compiler ran past {BUILD_TIMEOUT_S:.0f} s: {' '.join(cmd)}")
     except OSError as exc:

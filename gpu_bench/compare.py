@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
 from evoteam.gpu_bench.schema import EvaluationStatus
 
 
@@ -26,18 +25,19 @@ class Errors:
     max_relative_error: float
 
 
-def compare(
-    name: str, out: object, ref: torch.Tensor, atol: float, rtol: float
-) -> Mismatch | Errors:
+def compare(name: str, out: object, ref: torch.Tensor, atol: float, rtol: float) -> Mismatch | Errors:
     """Checks one output against the reference; returns the errors, or why it failed."""
     if not isinstance(out, torch.Tensor):
         return Mismatch(EvaluationStatus.INCORRECT_SHAPE, f"output {name!r} is {type(out).__name__}, not a tensor")
     if tuple(out.shape) != tuple(ref.shape):
         return Mismatch(
-            EvaluationStatus.INCORRECT_SHAPE, f"output {name!r} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+            EvaluationStatus.INCORRECT_SHAPE,
+            f"output {name!r} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}",
         )
     if out.dtype != ref.dtype:
-        return Mismatch(EvaluationStatus.INCORRECT_DTYPE, f"output {name!r} has dtype {out.dtype}, expected {ref.dtype}")
+        return Mismatch(
+            EvaluationStatus.INCORRECT_DTYPE, f"output {name!r} has dtype {out.dtype}, expected {ref.dtype}"
+        )
     o = out.detach().to("cpu", torch.float64)
     r = ref.detach().to("cpu", torch.float64)
     ref_finite = torch.isfinite(r)

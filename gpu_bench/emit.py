@@ -33,7 +33,10 @@ def emit_dataset(root: Path, definition: Definition, solutions: list[Solution], 
     with _open_append(w_path) as f:
         for uuid, workload in seen.items():
             if uuid not in existing:
-                f.write(Trace(definition=definition.name, workload=workload, solution=None, evaluation=None).to_json() + "\n")
+                f.write(
+                    Trace(definition=definition.name, workload=workload, solution=None, evaluation=None).to_json()
+                    + "\n"
+                )
     written.append(w_path)
     t_path = root / "traces" / op / f"{definition.name}.jsonl"
     with _open_append(t_path) as f:

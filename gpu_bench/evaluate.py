@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, Field
-
 from evoteam.gpu_bench.bindings import Kernel
 from evoteam.gpu_bench.compare import Errors, Mismatch, compare
 from evoteam.gpu_bench.dtypes import torch_dtype
 from evoteam.gpu_bench.inputs import Value, make_inputs
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Workload
 from evoteam.gpu_bench.timing import TimingConfig, TimingStats, time_call
+from pydantic import BaseModel, Field
 
 
 class EvalConfig(BaseModel):
@@ -111,9 +110,7 @@ def _time(
     passed: WorkloadOutcome,
 ) -> WorkloadOutcome:
     """Times the kernel on one set of buffers whose contents alternate between the last two trials."""
-    if any(
-        not isinstance(v, torch.Tensor) and v != contents[0].pristine[k] for k, v in contents[-1].pristine.items()
-    ):
+    if any(not isinstance(v, torch.Tensor) and v != contents[0].pristine[k] for k, v in contents[-1].pristine.items()):
         contents = contents[-1:]  # scalars are bound by value: rotating tensors alone would mismatch them
     buffers = contents[-1].inputs
     outputs = _nan_outputs(definition, axes)
@@ -169,14 +166,16 @@ def _run_once(
         return WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=_describe(exc))
     changed = _changed_input(inputs, pristine)
     if changed:
-        return WorkloadOutcome(
-            status=EvaluationStatus.REJECTED, reason=f"the kernel modified its input {changed!r}"
-        )
+        return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"the kernel modified its input {changed!r}")
     return outputs if kernel.destination_passing else result
 
 
 def _check(
-    definition: Definition, produced: object, expected: dict[str, torch.Tensor], axes: dict[str, int], config: EvalConfig
+    definition: Definition,
+    produced: object,
+    expected: dict[str, torch.Tensor],
+    axes: dict[str, int],
+    config: EvalConfig,
 ) -> Errors | Mismatch:
     got = _as_named(definition, produced)
     if isinstance(got, Mismatch):
@@ -188,11 +187,13 @@ def _check(
         value = got[name]
         if isinstance(value, torch.Tensor) and tuple(value.shape) != want_shape:
             return Mismatch(
-                EvaluationStatus.INCORRECT_SHAPE, f"output {name!r} has shape {tuple(value.shape)}, expected {want_shape}"
+                EvaluationStatus.INCORRECT_SHAPE,
+                f"output {name!r} has shape {tuple(value.shape)}, expected {want_shape}",
             )
         if isinstance(value, torch.Tensor) and value.dtype != torch_dtype(spec.dtype):
             return Mismatch(
-                EvaluationStatus.INCORRECT_DTYPE, f"output {name!r} has dtype {value.dtype}, expected {spec.dtype}"
+                EvaluationStatus.INCORRECT_DTYPE,
+                f"output {name!r} has dtype {value.dtype}, expected {spec.dtype}",
             )
         result = compare(name, value, ref.to(torch_dtype(spec.dtype)), config.atol, config.rtol)
         if isinstance(result, Mismatch):
@@ -287,9 +288,12 @@ def _refill(buffers: dict[str, Value], contents: Mapping[str, Value]) -> dict[st
 def _changed_input(inputs: Mapping[str, Value], pristine: Mapping[str, Value]) -> str | None:
     for name, value in inputs.items():
         before = pristine[name]
-        if isinstance(value, torch.Tensor) and isinstance(before, torch.Tensor):
-            if value.shape != before.shape or not torch.equal(_bytes(value), _bytes(before)):
-                return name
+        if (
+            isinstance(value, torch.Tensor)
+            and isinstance(before, torch.Tensor)
+            and (value.shape != before.shape or not torch.equal(_bytes(value), _bytes(before)))
+        ):
+            return name
     return None
 
 

@@ -12,13 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import BaseModel
-
 from evoteam.gpu_bench.build import BUILD_TIMEOUT_S, BuildResult
 from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
 from evoteam.gpu_bench.worker.protocol import BuildRequest, EvaluateRequest, Failed
+from pydantic import BaseModel
 
 
 class BenchInputError(ValueError):
@@ -123,16 +122,20 @@ class LocalRunner:
             result = BuildResult(ok=False, log=built.message)
             return SolutionRun(solution=solution, build=result, environment=env, workloads=[])
         if not built.build.ok or built.load_error:
-            return SolutionRun(solution=solution, build=built.build, load_error=built.load_error, environment=env,
-                               workloads=[])
+            return SolutionRun(
+                solution=solution,
+                build=built.build,
+                load_error=built.load_error,
+                environment=env,
+                workloads=[],
+            )
         runs: list[WorkloadRun] = []
         for workload in workloads:
             run = self._one(worker, definition, workload, solution, config, blob_root)
             runs.append(run)
             if progress is not None:
                 progress(run)
-        return SolutionRun(solution=solution, build=built.build, environment=worker.environment or env,
-                           workloads=runs)
+        return SolutionRun(solution=solution, build=built.build, environment=worker.environment or env, workloads=runs)
 
     def _one(
         self,
@@ -156,10 +159,13 @@ class LocalRunner:
         except WorkerLost as lost:
             status = EvaluationStatus.TIMEOUT if lost.timed_out else EvaluationStatus.RUNTIME_ERROR
             reason = (
-                f"did not finish within {config.timeout_s:g} s; the worker was killed" if lost.timed_out else lost.reason
+                f"did not finish within {config.timeout_s:g} s; the worker was killed"
+                if lost.timed_out
+                else lost.reason
             )
-            return WorkloadRun(workload=workload, outcome=WorkloadOutcome(status=status, reason=reason),
-                               log=lost.log_tail)
+            return WorkloadRun(
+                workload=workload, outcome=WorkloadOutcome(status=status, reason=reason), log=lost.log_tail
+            )
         if isinstance(response, Failed):
             if response.error in ("input", "reference"):
                 raise BenchInputError(response.message)

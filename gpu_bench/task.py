@@ -5,10 +5,19 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evoteam.gpu_bench.reference import reference_solution
-from evoteam.gpu_bench.schema import Binding, BuildSpec, Definition, Language, Solution, SourceFile, Trace, Workload
+from evoteam.gpu_bench.schema import (
+    Binding,
+    BuildSpec,
+    Definition,
+    Language,
+    Solution,
+    SourceFile,
+    Trace,
+    Workload,
+)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 CONFIG_NAME = "evoteam.toml"
 
@@ -44,7 +53,7 @@ class KernelTask(BaseModel):
     tolerance: Tolerance = Field(default_factory=Tolerance)
     blobs: Path | None = None
     """Root that safetensors input paths are relative to (default: the dataset root above workloads/)."""
-    root: Path = Field(default=Path("."), exclude=True)
+    root: Path = Field(default=Path(), exclude=True)
 
     @model_validator(mode="after")
     def _resolve(self) -> KernelTask:
@@ -204,4 +213,3 @@ def _first_error(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in err["loc"]) or "(top level)"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {err['msg']}{more}"
-

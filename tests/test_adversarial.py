@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from conftest import Bench, quick_config
-
 from evoteam.gpu_bench.schema import EvaluationStatus as S
 
 

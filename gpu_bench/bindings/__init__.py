@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import torch
-
 from evoteam.gpu_bench.inputs import Value
 
 Call = Callable[[], object]

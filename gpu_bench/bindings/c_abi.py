@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelLoadError
 from evoteam.gpu_bench.dtypes import c_scalar_type
 from evoteam.gpu_bench.inputs import Value
@@ -30,7 +29,7 @@ class CKernel:
             self._fn: Any = getattr(self._lib, symbol)
         except AttributeError:
             raise KernelLoadError(
-                f"entry point {symbol!r} is not exported by the library (is it declared extern \"C\"?)"
+                f'entry point {symbol!r} is not exported by the library (is it declared extern "C"?)'
             ) from None
         self._definition = definition
         argtypes: list[Any] = []
@@ -47,8 +46,10 @@ class CKernel:
             value = inputs[name]
             if isinstance(value, torch.Tensor):
                 args.append(ctypes.c_void_p(_contiguous(name, value).data_ptr()))
+            elif c_scalar_type(spec.dtype) is ctypes.c_double:
+                args.append(ctypes.c_double(float(value)))
             else:
-                args.append(c_scalar_type(spec.dtype)(value))
+                args.append(ctypes.c_int64(int(value)))
         for name in self._definition.outputs:
             args.append(ctypes.c_void_p(_contiguous(name, outputs[name]).data_ptr()))
         args += [ctypes.c_int64(axes[name]) for name in self._definition.var_axes()]

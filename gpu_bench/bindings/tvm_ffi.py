@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-
 from evoteam.gpu_bench.bindings import Call, KernelLoadError
 from evoteam.gpu_bench.inputs import Value
 from evoteam.gpu_bench.schema import Definition
@@ -25,8 +24,9 @@ def tvm_ffi_build_flags() -> list[str]:
 
 
 def tvm_ffi_link_flags() -> list[str]:
-    import tvm_ffi.libinfo
     from pathlib import Path
+
+    import tvm_ffi.libinfo
 
     libdir = Path(tvm_ffi.libinfo.find_libtvm_ffi()).parent
     return [f"-L{libdir}", "-ltvm_ffi", f"-Wl,-rpath,{libdir}"]

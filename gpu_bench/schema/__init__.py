@@ -30,6 +30,7 @@ __all__ = [
     "ScalarInput",
     "Solution",
     "SourceFile",
+    "TensorSpec",
     "Trace",
     "Workload",
 ]

@@ -6,9 +6,8 @@ import ast
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import NonNegativeInt, model_validator
-
 from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
+from pydantic import NonNegativeInt, model_validator
 
 
 class DType(StrEnum):

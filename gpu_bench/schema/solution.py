@@ -6,9 +6,8 @@ import hashlib
 from enum import StrEnum
 from pathlib import PurePosixPath
 
-from pydantic import Field, model_validator
-
 from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
+from pydantic import Field, model_validator
 
 
 class Language(StrEnum):

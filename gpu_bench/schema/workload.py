@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
-
 from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
+from pydantic import Field
 
 
 class RandomInput(Model):

@@ -19,19 +19,18 @@ import time
 from pathlib import Path
 from typing import IO
 
-from pydantic import ValidationError
-
 from evoteam.gpu_bench.schema import Environment
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
     BuildRequest,
     Built,
-    EvaluateRequest,
     Evaluated,
+    EvaluateRequest,
     Failed,
     Ready,
     ShutdownRequest,
 )
+from pydantic import ValidationError
 
 STARTUP_TIMEOUT_S = 120.0
 

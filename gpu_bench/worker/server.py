@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from pydantic import ValidationError
-
 from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.build import build
@@ -32,12 +30,13 @@ from evoteam.gpu_bench.worker.protocol import (
     REQUEST,
     BuildRequest,
     Built,
-    EvaluateRequest,
     Evaluated,
+    EvaluateRequest,
     Failed,
     Ready,
     ShutdownRequest,
 )
+from pydantic import ValidationError
 
 
 class _Worker:
