@@ -1,0 +1,88 @@
+"""Pure pieces: the tolerance rule, noise, summary maths, the build cache and its keys."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import kernel_solution
+from evoteam.gpu_bench.build import build, build_key
+from evoteam.gpu_bench.compare import Errors, Mismatch, compare
+from evoteam.gpu_bench.result import WorkloadResult, geomean, summarize
+from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.timing import TimingConfig, relative_noise, time_call
+
+
+def test_an_element_fails_only_if_both_absolute_and_relative_error_are_too_large() -> None:
+    ref = torch.tensor([100.0, 0.001])
+    # 100 -> 100.5: abs 0.5 > atol but rel 0.005 < rtol: passes. 0.001 -> 0.005: rel 4 > rtol but abs < atol.
+    assert isinstance(compare("o", torch.tensor([100.5, 0.005]), ref, atol=0.01, rtol=0.01), Errors)
+    failed = compare("o", torch.tensor([102.0, 0.001]), ref, atol=0.01, rtol=0.01)
+    assert isinstance(failed, Mismatch) and failed.status == EvaluationStatus.INCORRECT_NUMERICAL
+    assert "1 of 2" in failed.reason and failed.max_absolute_error == pytest.approx(2.0)
+
+
+def test_nan_where_the_reference_is_finite_fails_but_matching_nan_passes() -> None:
+    nan = float("nan")
+    bad = compare("o", torch.tensor([1.0, nan]), torch.tensor([1.0, 2.0]), 1e-2, 1e-2)
+    assert isinstance(bad, Mismatch) and "non-finite" in bad.reason
+    assert isinstance(compare("o", torch.tensor([1.0, nan]), torch.tensor([1.0, nan]), 1e-2, 1e-2), Errors)
+    assert isinstance(compare("o", torch.tensor([1.0]), torch.tensor([1.0, 2.0]), 1e-2, 1e-2), Mismatch)
+
+
+def test_relative_noise_of_constant_samples_is_zero_and_of_noisy_samples_is_positive() -> None:
+    assert relative_noise([1.0] * 20) == 0.0
+    assert relative_noise([1.0, 2.0] * 10) > 0.1
+    assert math.isinf(relative_noise([1.0, 2.0]))
+
+
+def test_timing_stops_early_once_the_median_is_stable() -> None:
+    ticks = iter(range(0, 10**12, 1000))  # a fake clock: every reading is 1 µs later
+
+    def clock() -> int:
+        return next(ticks)
+
+    stats = time_call(lambda: None, TimingConfig(flush_cache=False, warmup_s=0.0), clock=clock)
+    assert stats.n == 10 and stats.median_ms == pytest.approx(0.001)
+    assert stats.noise == 0.0 and stats.warmup_calls == 3
+
+
+def test_summary_geomean_mean_faster_and_worst() -> None:
+    ok = EvaluationStatus.PASSED
+    results = [WorkloadResult(uuid=u, axes={}, status=ok, speedup=s) for u, s in (("a", 2.0), ("b", 0.5), ("c", 4.0))]
+    s = summarize(results)
+    assert s.geomean_speedup == pytest.approx(geomean([2.0, 0.5, 4.0])) == pytest.approx(4.0 ** (1 / 3) * 1.0)
+    assert s.mean_speedup == pytest.approx(6.5 / 3)
+    assert (s.faster, s.total, s.passed) == (2, 3, 3)
+    assert s.worst is not None and s.worst.uuid == "b"
+    failed = summarize([*results, WorkloadResult(uuid="d", axes={}, status=EvaluationStatus.TIMEOUT, reason="slow")])
+    assert failed.geomean_speedup is None and failed.mean_speedup is None
+    assert failed.worst is not None and failed.worst.status == EvaluationStatus.TIMEOUT
+
+
+def test_a_repeated_build_is_a_cache_hit(tmp_path: Path) -> None:
+    solution = kernel_solution("honest.cpp")
+    first = build(solution, tmp_path)
+    again = build(solution.model_copy(update={"name": "renamed"}), tmp_path)
+    assert first.ok and not first.cached
+    assert again.ok and again.cached and again.artifact == first.artifact
+    assert again.seconds < 0.05 < first.seconds
+
+
+def test_flags_and_sources_change_the_build_key() -> None:
+    solution = kernel_solution("honest.cpp")
+    other_flags = solution.model_copy(
+        update={"spec": solution.spec.model_copy(update={"compile_flags": ["-O3", "-march=native"]})}
+    )
+    source = solution.sources[0].model_copy(update={"content": solution.sources[0].content + "\n"})
+    other_source = solution.model_copy(update={"sources": [source]})
+    keys = {build_key(solution), build_key(other_flags), build_key(other_source)}
+    assert len(keys) == 3
+
+
+def test_a_compile_error_keeps_the_compiler_log_and_caches_nothing(tmp_path: Path) -> None:
+    result = build(kernel_solution("compile_error.cpp"), tmp_path)
+    assert not result.ok and "undefined_symbol" in result.log
+    assert not any(tmp_path.iterdir())
