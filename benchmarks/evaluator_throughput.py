@@ -30,15 +30,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.environment import cpu_name
 from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.result import CandidateResult, WorkloadResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.task import KernelTask, find_task
 from evoteam.gpu_bench.timing import TimingConfig
-from rich.console import Console
-from rich.table import Table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EXAMPLE = REPO_ROOT / "examples" / "rmsnorm"
@@ -125,25 +127,21 @@ def candidate_list(source: Solution, total: int, distinct: int) -> list[tuple[So
     return out
 
 
-def evaluate_all(
-    runner: LocalRunner,
-    inputs: Inputs,
-    candidates: list[tuple[Solution, str | None]],
-    config: EvalConfig,
-) -> tuple[float, list[Timed]]:
-    """Times the baseline once (the Evaluator caches it), then each candidate; the baseline's seconds too."""
-    evaluator = Evaluator(runner)
+def timed_baseline(evaluator: Evaluator, inputs: Inputs, config: EvalConfig) -> float:
+    """Runs the baseline once (the Evaluator caches it for every later candidate); its wall seconds."""
     start = time.perf_counter()
     evaluator.baseline_run(inputs.definition, inputs.workloads, inputs.baseline, config, inputs.blob_root)
-    baseline_s = time.perf_counter() - start
-    timed: list[Timed] = []
-    for solution, repeat_of in candidates:
-        start = time.perf_counter()
-        result = evaluator.evaluate(
-            inputs.definition, inputs.workloads, solution, inputs.baseline, config, inputs.blob_root
-        )
-        timed.append(Timed(solution.name, repeat_of, time.perf_counter() - start, result))
-    return baseline_s, timed
+    return time.perf_counter() - start
+
+
+def timed_candidate(
+    evaluator: Evaluator, inputs: Inputs, solution: Solution, repeat_of: str | None, config: EvalConfig
+) -> Timed:
+    start = time.perf_counter()
+    result = evaluator.evaluate(
+        inputs.definition, inputs.workloads, solution, inputs.baseline, config, inputs.blob_root
+    )
+    return Timed(solution.name, repeat_of, time.perf_counter() - start, result)
 
 
 def failures(timed: list[Timed]) -> list[str]:
@@ -177,20 +175,27 @@ def throughput(console: Console, args: argparse.Namespace) -> bool:
         f"{len(candidates) - args.distinct} resubmissions of identical code)"
     )
     console.print(f"EvalConfig: {config.model_dump_json()}", soft_wrap=True)
+    console.print("order: both baselines, then each candidate warm then fresh (alternating)")
 
+    # The two modes alternate candidate by candidate, so both see the same load from other processes.
     cache = Path(tempfile.mkdtemp(prefix="evoteam-bench-cache-"))
     warm_runner = LocalRunner(cache_root=cache)
+    fresh_runner = LocalRunner(fresh=True)
+    warm: list[Timed] = []
+    fresh: list[Timed] = []
     try:
-        warm_base_s, warm = evaluate_all(warm_runner, inputs, candidates, config)
+        warm_eval, fresh_eval = Evaluator(warm_runner), Evaluator(fresh_runner)
+        warm_base_s = timed_baseline(warm_eval, inputs, config)
+        fresh_base_s = timed_baseline(fresh_eval, inputs, config)
+        for solution, repeat_of in candidates:
+            warm.append(timed_candidate(warm_eval, inputs, solution, repeat_of, config))
+            fresh.append(timed_candidate(fresh_eval, inputs, solution, repeat_of, config))
         warm_starts = warm_runner.worker_starts
+        fresh_starts = fresh_runner.worker_starts
     finally:
         warm_runner.close()
-        shutil.rmtree(cache, ignore_errors=True)
-    fresh_runner = LocalRunner(fresh=True)
-    try:
-        fresh_base_s, fresh = evaluate_all(fresh_runner, inputs, candidates, config)
-    finally:
         fresh_runner.close()
+        shutil.rmtree(cache, ignore_errors=True)
 
     per = Table(title="per candidate (wall seconds the caller waited)")
     per.add_column("candidate")
@@ -239,7 +244,7 @@ def throughput(console: Console, args: argparse.Namespace) -> bool:
         "",
     )
     summary.add_row("baseline run seconds", f"{warm_base_s:.2f}", f"{fresh_base_s:.2f}", "")
-    summary.add_row("worker processes started", str(warm_starts), str(len(candidates) + 1), "")
+    summary.add_row("worker processes started", str(warm_starts), str(fresh_starts), "")
     console.print(summary)
     goal = "met" if warm_rate / fresh_rate >= 10 else "NOT met"
     console.print(f"goal warm/fresh >= 10x: {goal} ({warm_rate / fresh_rate:.1f}x on this candidate mix)")
@@ -366,23 +371,13 @@ def _speedup(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     console = Console(width=130, highlight=False)
     console.print(f"command: {shlex.join(['python', *sys.argv])}", soft_wrap=True)
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     console.print(
-        f"machine: {_cpu_model()}; {os.cpu_count()} logical cores ({usable} usable); "
+        f"machine: {cpu_name()}; {os.cpu_count()} logical cores ({usable} usable); "
         f"Python {platform.python_version()}; {platform.system()} {platform.release()}"
     )
     console.print(f"{_load()} (other processes on this machine compete for its cores)")

@@ -45,7 +45,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--rtol", type=float, help="relative tolerance (default: the task's, else 1e-2)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per workload (default 60)")
     p.add_argument("--max-time", type=float, default=2.0, help="timing budget per workload, seconds (default 2)")
-    p.add_argument("--no-flush", action="store_true", help="do not flush the cache before each timed sample")
+    p.add_argument(
+        "--flush",
+        choices=["operands", "buffer", "none"],
+        default="operands",
+        help="before each timed sample: evict the kernel's buffers from the caches (default), write a buffer "
+        "of twice the last-level cache, or nothing",
+    )
     p.add_argument("--memory-limit-mb", type=int, help="address-space limit of the worker process")
     p.set_defaults(run=run)
 
@@ -125,7 +131,11 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
         atol=job.atol,
         rtol=job.rtol,
         timeout_s=args.timeout,
-        timing=TimingConfig(max_time_s=args.max_time, flush_cache=not args.no_flush),
+        timing=TimingConfig(
+            max_time_s=args.max_time,
+            flush_cache=args.flush != "none",
+            flush_method="buffer" if args.flush == "buffer" else "operands",
+        ),
     )
     reporter = Reporter(enabled=not args.json, total=2 * len(job.workloads))
     runner = LocalRunner(memory_limit_mb=args.memory_limit_mb)

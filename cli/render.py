@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from types import TracebackType
 
-from evoteam.gpu_bench.result import CandidateResult
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from evoteam.gpu_bench.result import CandidateResult
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus
 
 
 class Reporter:

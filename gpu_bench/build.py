@@ -11,8 +11,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from evoteam.gpu_bench.schema import Binding, Language, Solution
 from pydantic import BaseModel
+
+from evoteam.gpu_bench.schema import Binding, Language, Solution
 
 DEFAULT_CXX_FLAGS = ("-O3",)
 BUILD_TIMEOUT_S = 300.0

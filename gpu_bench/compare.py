@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from evoteam.gpu_bench.schema import EvaluationStatus
 
 

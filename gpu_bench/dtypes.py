@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 
 import torch
+
 from evoteam.gpu_bench.schema import DType
 
 _TORCH: dict[DType, torch.dtype] = {

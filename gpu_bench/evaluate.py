@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import BaseModel, Field
+
 from evoteam.gpu_bench.bindings import Kernel
 from evoteam.gpu_bench.compare import Errors, Mismatch, compare
 from evoteam.gpu_bench.dtypes import torch_dtype
+from evoteam.gpu_bench.flush import operand_flusher
 from evoteam.gpu_bench.inputs import Value, make_inputs
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Workload
 from evoteam.gpu_bench.timing import TimingConfig, TimingStats, time_call
-from pydantic import BaseModel, Field
 
 
 class EvalConfig(BaseModel):
@@ -128,8 +130,12 @@ def _time(
         if not kernel.destination_passing:
             returned[:] = [result]
 
+    flush = None
+    if config.timing.flush_cache and config.timing.flush_method == "operands":
+        tensors = [v for v in buffers.values() if isinstance(v, torch.Tensor)] + list(outputs.values())
+        flush = operand_flusher(tensors)
     try:
-        stats = time_call(timed, config.timing, before_sample)
+        stats = time_call(timed, config.timing, before_sample, flush=flush)
         # One more call on the other content (or the same, if not rotating), into NaN-filled outputs and
         # on the same addresses as the timed calls: a kernel that skips work once it is timed fails here.
         trial = contents[(last_content[0] + 1) % len(contents)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+
 from evoteam.gpu_bench.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
 

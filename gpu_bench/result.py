@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
+from pydantic import BaseModel
+
 from evoteam.gpu_bench.build import BuildResult
 from evoteam.gpu_bench.schema import EvaluationStatus, Trace
 from evoteam.gpu_bench.timing import TimingStats
-from pydantic import BaseModel
 
 
 class WorkloadResult(BaseModel):

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from pydantic import BaseModel
+
 from evoteam.gpu_bench.build import BUILD_TIMEOUT_S, BuildResult
 from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
 from evoteam.gpu_bench.worker.protocol import BuildRequest, EvaluateRequest, Failed
-from pydantic import BaseModel
 
 
 class BenchInputError(ValueError):
@@ -72,6 +73,7 @@ class LocalRunner:
         self._fresh = fresh
         self._worker: WorkerProcess | None = None
         self._scratch: Path | None = None
+        self._retired_starts = 0
 
     def _ensure_worker(self) -> WorkerProcess:
         if self._worker is None:
@@ -84,7 +86,8 @@ class LocalRunner:
 
     @property
     def worker_starts(self) -> int:
-        return self._worker.starts if self._worker else 0
+        """Worker processes started so far (restarts after crashes and timeouts included)."""
+        return self._retired_starts + (self._worker.starts if self._worker else 0)
 
     def run(
         self,
@@ -175,6 +178,7 @@ class LocalRunner:
 
     def close(self) -> None:
         if self._worker is not None:
+            self._retired_starts += self._worker.starts
             self._worker.close()
             self._worker = None
         if self._scratch is not None:

@@ -6,6 +6,8 @@ import json
 import tomllib
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
 from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.schema import (
     Binding,
@@ -17,7 +19,6 @@ from evoteam.gpu_bench.schema import (
     Trace,
     Workload,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 CONFIG_NAME = "evoteam.toml"
 

@@ -6,11 +6,12 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from functools import cache
-from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
+
+from evoteam.gpu_bench.flush import buffer_flusher
 
 
 class TimingConfig(BaseModel):
@@ -23,6 +24,8 @@ class TimingConfig(BaseModel):
     target_noise: float = 0.01
     """Stop once the 95% confidence half-width of the median, relative to the median, is below this."""
     flush_cache: bool = True
+    flush_method: Literal["operands", "buffer"] = "operands"
+    """``operands`` evicts exactly the kernel's buffers; ``buffer`` writes twice the last-level cache."""
 
 
 class TimingStats(BaseModel):
@@ -40,10 +43,12 @@ def time_call(
     config: TimingConfig,
     before_sample: Callable[[int], None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
+    flush: Callable[[], None] | None = None,
 ) -> TimingStats:
-    """Times ``call``; ``before_sample(i)`` runs before sample i, outside the timed region, and so does the
-    cache flush. Every exception ``call`` raises propagates to the caller."""
-    flush = _flusher() if config.flush_cache else _no_flush
+    """Times ``call``; ``before_sample(i)`` runs before sample i, outside the timed region, and so does
+    ``flush`` (default: the big-buffer flush when ``config.flush_cache``). Exceptions of ``call`` propagate."""
+    if flush is None or not config.flush_cache:
+        flush = buffer_flusher() if config.flush_cache else _no_flush
     warm_calls = 0
     deadline = clock() + int(config.warmup_s * 1e9)
     while warm_calls < 3 or clock() < deadline:
@@ -91,29 +96,3 @@ def _quantile(samples: list[float], q: float) -> float:
 
 def _no_flush() -> None:
     return None
-
-
-@cache
-def last_level_cache_bytes() -> int:
-    best = 0
-    for size_file in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        text = size_file.read_text().strip().upper()
-        mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            best = max(best, int(digits) * mult)
-    return best or 32 * 1024**2
-
-
-@cache
-def _flush_buffer() -> np.ndarray:
-    return np.zeros(2 * last_level_cache_bytes() // 8, dtype=np.int64)
-
-
-def _flusher() -> Callable[[], None]:
-    buf = _flush_buffer()
-
-    def flush() -> None:
-        np.add(buf, 1, out=buf)
-
-    return flush

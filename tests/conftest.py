@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.reference import reference_solution

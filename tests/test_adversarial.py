@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Bench, quick_config
+
+from conftest import QUICK_TIMING, Bench, quick_config
 from evoteam.gpu_bench.schema import EvaluationStatus as S
 
 
@@ -16,6 +17,14 @@ def test_honest_kernels_pass_every_workload(bench: Bench, filename: str) -> None
     for w in result.workloads:
         assert w.timing is not None and w.timing.n >= 5
         assert w.speedup is not None and w.speedup > 0
+
+
+@pytest.mark.parametrize("method", ["operands", "buffer"])
+def test_honest_kernel_passes_with_each_cache_flush(bench: Bench, method: str) -> None:
+    timing = QUICK_TIMING.model_copy(update={"flush_cache": True, "flush_method": method})
+    result = bench("honest.cpp", quick_config(timing=timing), only={"large-65536"})
+    assert result.status == S.PASSED
+    assert result.workloads[0].timing is not None and result.workloads[0].timing.median_ms > 0
 
 
 def test_kernel_output_lands_in_the_log_not_the_protocol(bench: Bench) -> None:

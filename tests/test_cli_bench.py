@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import DATA, REPO, kernel_solution
 from evoteam.gpu_bench.schema import Solution, Trace
 
-QUICK = ["--max-time", "0.05", "--no-flush"]
+QUICK = ["--max-time", "0.05", "--flush", "none"]
 
 
 def evoteam(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

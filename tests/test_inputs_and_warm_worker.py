@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
+
 from conftest import DATA, Bench, kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import EvaluationStatus, SafetensorsInput, ScalarInput, Workload
 from evoteam.gpu_bench.task import load_definition
-from safetensors.torch import save_file
 
 
 def test_scalar_input_is_passed_by_value_to_the_c_abi(evaluator: Evaluator) -> None:

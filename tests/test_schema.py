@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
+
 from conftest import SHARED_DATA
 from evoteam.gpu_bench.schema import Definition, Evaluation, EvaluationStatus, Solution, Trace
-from pydantic import ValidationError
 
 DEFINITIONS = sorted((SHARED_DATA / "definitions").glob("*/*.json"))
 WORKLOAD_FILES = sorted((SHARED_DATA / "workloads").glob("*/*.jsonl"))

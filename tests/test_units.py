@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from conftest import kernel_solution
 from evoteam.gpu_bench.build import build, build_key
 from evoteam.gpu_bench.compare import Errors, Mismatch, compare
+from evoteam.gpu_bench.flush import operand_flusher
 from evoteam.gpu_bench.result import WorkloadResult, geomean, summarize
 from evoteam.gpu_bench.schema import EvaluationStatus
 from evoteam.gpu_bench.timing import TimingConfig, relative_noise, time_call
@@ -86,3 +88,12 @@ def test_a_compile_error_keeps_the_compiler_log_and_caches_nothing(tmp_path: Pat
     result = build(kernel_solution("compile_error.cpp"), tmp_path)
     assert not result.ok and "undefined_symbol" in result.log
     assert not any(tmp_path.iterdir())
+
+
+def test_operand_flush_helper_builds_and_leaves_data_intact() -> None:
+    data = torch.arange(100_000, dtype=torch.float32)
+    before = data.clone()
+    flush = operand_flusher([data, torch.empty(0)])
+    assert flush is not None, "the clflush helper should build wherever g++ is"
+    flush()
+    assert torch.equal(data, before)

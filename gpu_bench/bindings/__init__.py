@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import torch
+
 from evoteam.gpu_bench.inputs import Value
 
 Call = Callable[[], object]

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelLoadError
 from evoteam.gpu_bench.dtypes import c_scalar_type
 from evoteam.gpu_bench.inputs import Value

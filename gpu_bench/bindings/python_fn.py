@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from evoteam.gpu_bench.bindings import Call, KernelLoadError
 from evoteam.gpu_bench.inputs import Value
 from evoteam.gpu_bench.schema import Definition

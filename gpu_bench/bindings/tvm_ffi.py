@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+
 from evoteam.gpu_bench.bindings import Call, KernelLoadError
 from evoteam.gpu_bench.inputs import Value
 from evoteam.gpu_bench.schema import Definition

@@ -6,8 +6,9 @@ import ast
 from enum import StrEnum
 from typing import Literal
 
-from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
 from pydantic import NonNegativeInt, model_validator
+
+from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
 
 
 class DType(StrEnum):

@@ -6,8 +6,9 @@ import hashlib
 from enum import StrEnum
 from pathlib import PurePosixPath
 
-from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
 from pydantic import Field, model_validator
+
+from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
 
 
 class Language(StrEnum):

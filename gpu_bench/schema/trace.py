@@ -6,9 +6,10 @@ import math
 from enum import StrEnum
 from typing import Any
 
+from pydantic import Field, field_validator, model_validator
+
 from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
 from evoteam.gpu_bench.schema.workload import Workload
-from pydantic import Field, field_validator, model_validator
 
 
 class EvaluationStatus(StrEnum):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
 from pydantic import Field
+
+from evoteam.gpu_bench.schema._base import Model, NonEmptyStr
 
 
 class RandomInput(Model):

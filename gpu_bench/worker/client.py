@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from pydantic import ValidationError
+
 from evoteam.gpu_bench.schema import Environment
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
@@ -30,7 +32,6 @@ from evoteam.gpu_bench.worker.protocol import (
     Ready,
     ShutdownRequest,
 )
-from pydantic import ValidationError
 
 STARTUP_TIMEOUT_S = 120.0
 

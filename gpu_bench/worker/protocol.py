@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from pydantic import BaseModel, Field, TypeAdapter
+
 from evoteam.gpu_bench.build import BuildResult
 from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.schema import Definition, Environment, Solution, Workload
-from pydantic import BaseModel, Field, TypeAdapter
 
 
 class BuildRequest(BaseModel):

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from pydantic import ValidationError
+
 from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.build import build
@@ -36,7 +38,6 @@ from evoteam.gpu_bench.worker.protocol import (
     Ready,
     ShutdownRequest,
 )
-from pydantic import ValidationError
 
 
 class _Worker:
