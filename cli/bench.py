@@ -52,7 +52,11 @@ def add_parser(sub: Any) -> None:
         help="before each timed sample: evict the kernel's buffers from the caches (default), write a buffer "
         "of twice the last-level cache, or nothing",
     )
-    p.add_argument("--memory-limit-mb", type=int, help="address-space limit of the worker process")
+    p.add_argument(
+        "--memory-limit-mb",
+        type=int,
+        help="address-space limit of the worker process (default on CPU: 75%% of this machine's memory)",
+    )
     p.set_defaults(run=run)
 
 
@@ -122,7 +126,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
     from evoteam.gpu_bench.bench import Evaluator
     from evoteam.gpu_bench.emit import emit_dataset
     from evoteam.gpu_bench.evaluate import EvalConfig
-    from evoteam.gpu_bench.runner import BenchInputError, LocalRunner
+    from evoteam.gpu_bench.runner import BenchInputError, LocalRunner, default_memory_limit_mb
     from evoteam.gpu_bench.schema import EvaluationStatus
     from evoteam.gpu_bench.timing import TimingConfig
 
@@ -138,7 +142,10 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
         ),
     )
     reporter = Reporter(enabled=not args.json, total=2 * len(job.workloads))
-    runner = LocalRunner(memory_limit_mb=args.memory_limit_mb)
+    limit = args.memory_limit_mb
+    if limit is None and all(h == "cpu" for h in job.candidate.spec.target_hardware):
+        limit = default_memory_limit_mb()
+    runner = LocalRunner(memory_limit_mb=limit or None)
     try:
         with reporter:
             evaluator = Evaluator(runner)

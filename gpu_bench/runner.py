@@ -6,6 +6,7 @@ worker takes the next one. Bad input (a missing blob, a reference that does not 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -19,6 +20,15 @@ from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
 from evoteam.gpu_bench.worker.protocol import BuildRequest, EvaluateRequest, Failed
+
+
+def default_memory_limit_mb(share: float = 0.75) -> int | None:
+    """``share`` of this machine's memory: the worker's address-space limit on CPU (None if unknown)."""
+    try:
+        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+    return int(pages * page_size * share) // (1024 * 1024)
 
 
 class BenchInputError(ValueError):

@@ -59,6 +59,24 @@ def test_cheating_and_broken_kernels_are_caught(bench: Bench, filename: str, sta
     assert evaluation is not None and evaluation.status == status and evaluation.performance is None
 
 
+def test_patching_torch_to_fool_the_reference_is_rejected_and_the_worker_replaced(bench: Bench) -> None:
+    result = bench("patches_torch.py", only={"small-1000"})
+    assert result.status == S.REJECTED
+    assert "torch.Tensor.__rmul__" in result.workloads[0].reason
+    honest = bench("honest.py", only={"small-1000"})  # a clean worker: the patch is gone
+    assert honest.status == S.PASSED
+
+
+def test_a_candidate_cannot_leave_torch_single_threaded_for_the_next(bench: Bench) -> None:
+    import torch
+
+    result = bench("sets_threads.py", only={"small-1000"})
+    assert result.status == S.PASSED
+    probe = bench("thread_probe.py", only={"small-1000"})
+    assert probe.status == S.PASSED
+    assert f"threads={torch.get_num_threads()}" in probe.traces[0].evaluation.log  # type: ignore[union-attr]
+
+
 def test_compile_error_is_a_status_with_the_compiler_log(bench: Bench) -> None:
     result = bench("compile_error.cpp")
     assert result.status == S.COMPILE_ERROR

@@ -122,6 +122,8 @@ class WorkerProcess:
             if isinstance(response, Ready):
                 continue
             if response.id in (request.id, -1):
+                if isinstance(response, Evaluated) and response.worker_exiting:
+                    self.kill()  # it is exiting on purpose; the next request starts a clean one
                 return response
 
     def _receive(self, timeout_s: float, what: str) -> Ready | Built | Evaluated | Failed:

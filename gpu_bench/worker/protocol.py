@@ -56,6 +56,8 @@ class Evaluated(BaseModel):
     outcome: WorkloadOutcome
     log: str = ""
     """What the kernel printed (stdout and stderr) during this workload."""
+    worker_exiting: bool = False
+    """The worker's shared state was tampered with; it exits after this answer and must be replaced."""
 
 
 class Failed(BaseModel):

@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import IO
 
+import torch
 from pydantic import ValidationError
 
+from evoteam.gpu_bench import integrity
 from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.build import build
@@ -47,6 +49,9 @@ class _Worker:
         self._cache_root = cache_root
         self._kernels: dict[str, Kernel] = {}
         self._references: dict[str, RunReference] = {}
+        self._threads = torch.get_num_threads()
+        self._pristine = integrity.snapshot()
+        self.tainted = False
 
     def send(self, message: Ready | Built | Evaluated | Failed) -> None:
         self._out.write(message.model_dump_json() + "\n")
@@ -77,6 +82,8 @@ class _Worker:
             kernel = self._kernels[request.solution.content_hash()]
         reference = self._reference(request)
         offset = self._log_size()
+        if torch.get_num_threads() != self._threads:  # a candidate changed it: the reference deserves the same
+            torch.set_num_threads(self._threads)
         try:
             outcome = evaluate_workload(
                 kernel,
@@ -90,7 +97,15 @@ class _Worker:
             return Failed(id=request.id, error="input", message=str(exc))
         except ReferenceFailure as exc:
             return Failed(id=request.id, error="reference", message=str(exc))
-        return Evaluated(id=request.id, outcome=outcome, log=self._log_since(offset))
+        log = self._log_since(offset)
+        replaced = integrity.tampered(self._pristine)
+        if replaced:
+            self.tainted = True
+            shown = ", ".join(replaced[:5]) + (f" and {len(replaced) - 5} more" if len(replaced) > 5 else "")
+            reason = f"the candidate replaced {shown}, which the reference also uses"
+            rejected = WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=reason)
+            return Evaluated(id=request.id, outcome=rejected, log=log, worker_exiting=True)
+        return Evaluated(id=request.id, outcome=outcome, log=log)
 
     def _reference(self, request: EvaluateRequest) -> RunReference:
         key = request.definition.model_dump_json()
@@ -140,6 +155,8 @@ def serve(log_path: Path, cache_root: Path | None, memory_limit_mb: int | None) 
             return 0
         try:
             worker.send(worker.handle(request))
+            if worker.tainted:
+                return 0
         except MemoryError:
             reason = f"out of memory (the worker's limit is {memory_limit_mb} MB)"
             outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=reason)
