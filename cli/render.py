@@ -64,6 +64,11 @@ class Reporter:
             if w.status != EvaluationStatus.PASSED:
                 self._out.print(f"[red]{w.status.value}[/red] {w.uuid}: {w.reason}", markup=True, highlight=False)
         s = result.summary
+        env = result.traces[0].evaluation.environment if result.traces and result.traces[0].evaluation else None
+        if env is not None:
+            libs = " · ".join(f"{k} {v}" for k, v in env.libs.items())
+            build = "build cached" if result.build.cached else f"built in {result.build.seconds:.2f} s"
+            self._out.print(f"{env.hardware} · {libs} · {build}", markup=False, highlight=False)
         if result.status == EvaluationStatus.COMPILE_ERROR:
             self._out.print(result.build.log.strip()[-3000:], markup=False, highlight=False)
         if s.geomean_speedup is not None and s.mean_speedup is not None:

@@ -35,6 +35,14 @@ def test_kernel_output_lands_in_the_log_not_the_protocol(bench: Bench) -> None:
     assert '"id": 999' in log
 
 
+def test_a_chatty_kernel_keeps_only_the_tail_of_its_log(bench: Bench) -> None:
+    result = bench("chatty.cpp", only={"small-1000"})
+    assert result.status == S.PASSED
+    log = result.traces[0].evaluation.log  # type: ignore[union-attr]
+    assert "bytes cut" in log and log.rstrip().endswith("chatty line 19999")
+    assert len(log) < 25_000
+
+
 @pytest.mark.parametrize(
     ("filename", "status", "phrase"),
     [

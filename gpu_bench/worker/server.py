@@ -81,7 +81,7 @@ class _Worker:
                 return Failed(id=request.id, error="load", message=built.load_error or built.build.log)
             kernel = self._kernels[request.solution.content_hash()]
         reference = self._reference(request)
-        offset = self._log_size()
+        self._start_log()
         if torch.get_num_threads() != self._threads:  # a candidate changed it: the reference deserves the same
             torch.set_num_threads(self._threads)
         try:
@@ -97,7 +97,7 @@ class _Worker:
             return Failed(id=request.id, error="input", message=str(exc))
         except ReferenceFailure as exc:
             return Failed(id=request.id, error="reference", message=str(exc))
-        log = self._log_since(offset)
+        log = self._log()
         replaced = integrity.tampered(self._pristine)
         if replaced:
             self.tainted = True
@@ -113,19 +113,22 @@ class _Worker:
             self._references[key] = make_reference(request.definition)
         return self._references[key]
 
-    def _log_size(self) -> int:
+    def _start_log(self) -> None:
+        """Empties the log before a workload (writes append, so they land at the new end)."""
         sys.stdout.flush()
         sys.stderr.flush()
-        return self._log_path.stat().st_size
+        os.truncate(self._log_path, 0)
 
-    def _log_since(self, offset: int, limit: int = 20_000) -> str:
+    def _log(self, limit: int = 20_000) -> str:
+        """The last ``limit`` bytes printed during this workload (a chatty kernel costs no memory)."""
         sys.stdout.flush()
         sys.stderr.flush()
         with self._log_path.open("rb") as f:
-            f.seek(offset)
-            data = f.read()
-        text = data.decode(errors="replace")
-        return text if len(text) <= limit else "[...]\n" + text[-limit:]
+            size = f.seek(0, os.SEEK_END)
+            start = max(0, size - limit)
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        return f"[... {start} bytes cut ...]\n{text}" if start else text
 
 
 def serve(log_path: Path, cache_root: Path | None, memory_limit_mb: int | None) -> int:
