@@ -61,13 +61,13 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evoteam.gpu_bench.runner import BenchInputError
+    from evoteam.gpu_bench.runner import BenchInputError, WorkerStartError
     from evoteam.gpu_bench.task import TaskError
 
     try:
         job = _job(args)
         return _bench(job, args)
-    except (TaskError, BenchInputError) as exc:
+    except (TaskError, BenchInputError, WorkerStartError) as exc:
         print(f"evoteam bench: error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,9 +1,10 @@
 """Verifies and times one loaded kernel on one workload; runs inside the worker process only.
 
 The rules that make a result trustworthy live here: fresh seeded inputs per trial (the previous trial's
-buffers stay alive, so addresses never repeat), outputs pre-filled with NaN, the candidate called before the
-reference, inputs checked byte-for-byte afterwards, one trial that reuses the previous buffers with new values
-(defeats caching by pointer), input contents rotated between timed samples, and outputs re-checked after timing.
+buffers stay alive, so consecutive trials never share an address), outputs pre-filled with NaN, the
+candidate called before the reference, inputs checked byte-for-byte afterwards, one trial that reuses the
+previous buffers with new values (defeats caching by pointer), input contents rotated between timed
+samples, and outputs re-checked after timing.
 """
 
 from __future__ import annotations
@@ -80,11 +81,11 @@ def evaluate_workload(
         inputs = _refill(previous.inputs, fresh) if reuse and previous is not None else fresh
         pristine = _clone(inputs)
         outputs = _nan_outputs(definition, axes)
-        failure = _run_once(kernel, kernel.bind(inputs, outputs, axes), outputs, inputs, pristine)
-        if isinstance(failure, WorkloadOutcome):
-            return _label(failure, t, reuse)
+        produced = _run_once(kernel, kernel.bind(inputs, outputs, axes), outputs, inputs, pristine)
+        if isinstance(produced, WorkloadOutcome):
+            return _label(produced, t, reuse)
         expected = _reference(reference, definition, pristine, workload)
-        checked = _check(definition, failure, expected, axes, config)
+        checked = _check(definition, produced, expected, axes, config)
         if isinstance(checked, Mismatch):
             return _label(_outcome(checked), t, reuse)
         worst = Errors(
@@ -92,7 +93,7 @@ def evaluate_workload(
             max(worst.max_relative_error, checked.max_relative_error),
         )
         previous = _Trial(inputs, pristine, expected)
-        trials.append(previous)
+        trials = [*trials[-1:], previous]  # the last two: timing alternates between their contents
     passed = WorkloadOutcome(
         status=EvaluationStatus.PASSED,
         max_absolute_error=worst.max_absolute_error,
@@ -100,7 +101,7 @@ def evaluate_workload(
     )
     if not config.measure:
         return passed
-    return _time(kernel, definition, axes, trials[-2:], config, passed)
+    return _time(kernel, definition, axes, trials, config, passed)
 
 
 def _time(

@@ -35,6 +35,10 @@ class BenchInputError(ValueError):
     """The task itself is unusable: missing files or blobs, a reference that fails, an unloadable solution."""
 
 
+class WorkerStartError(RuntimeError):
+    """The worker process cannot start here (a broken install, not the candidate's fault)."""
+
+
 class WorkloadRun(BaseModel):
     workload: Workload
     outcome: WorkloadOutcome
@@ -92,6 +96,11 @@ class LocalRunner:
                 self._scratch = Path(tempfile.mkdtemp(prefix="evoteam-fresh-cache-"))
                 cache = self._scratch
             self._worker = WorkerProcess(cache, self._memory_limit_mb)
+        if not self._worker.alive:
+            try:
+                self._worker.start()
+            except WorkerLost as lost:
+                raise WorkerStartError(f"the evaluation worker did not start: {lost.reason}\n{lost.log_tail}") from None
         return self._worker
 
     @property

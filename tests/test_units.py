@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,16 @@ def test_operand_flush_helper_builds_and_leaves_data_intact() -> None:
     assert flush is not None, "the clflush helper should build wherever g++ is"
     flush()
     assert torch.equal(data, before)
+
+
+def test_a_worker_that_cannot_start_is_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evoteam.gpu_bench.runner import LocalRunner, WorkerStartError
+    from evoteam.gpu_bench.worker import client
+
+    monkeypatch.setattr(client, "worker_command", lambda: [sys.executable, "-c", "import sys; sys.exit(3)"])
+    runner = LocalRunner()
+    try:
+        with pytest.raises(WorkerStartError, match="exited with code 3"):
+            runner.run(None, [], kernel_solution("honest.cpp"), None, None)  # type: ignore[arg-type]
+    finally:
+        runner.close()
