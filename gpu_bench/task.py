@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -21,6 +22,7 @@ from evoteam.gpu_bench.schema import (
 )
 
 CONFIG_NAME = "evoteam.toml"
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class TaskError(ValueError):
@@ -165,20 +167,20 @@ def _read_json(path: Path, what: str) -> object:
         raise TaskError(f"{what} {path} is not valid JSON: {exc}") from None
 
 
-def load_definition(path: Path) -> Definition:
-    data = _read_json(path, "definition")
+def _load_model(path: Path, model: type[_M], what: str) -> _M:
+    data = _read_json(path, what)
     try:
-        return Definition.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
-        raise TaskError(f"definition {path}: {_first_error(exc)}") from None
+        raise TaskError(f"{what} {path}: {_first_error(exc)}") from None
+
+
+def load_definition(path: Path) -> Definition:
+    return _load_model(path, Definition, "definition")
 
 
 def load_solution(path: Path) -> Solution:
-    data = _read_json(path, "solution")
-    try:
-        return Solution.model_validate(data)
-    except ValidationError as exc:
-        raise TaskError(f"solution {path}: {_first_error(exc)}") from None
+    return _load_model(path, Solution, "solution")
 
 
 def load_workloads(path: Path) -> list[Workload]:
