@@ -70,11 +70,21 @@ def run(args: argparse.Namespace) -> int:
     except (TaskError, BenchInputError, WorkerStartError) as exc:
         print(f"evoteam bench: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("evoteam bench: interrupted", file=sys.stderr)
+        return 130
 
 
 def _job(args: argparse.Namespace) -> _Job:
     from evoteam.gpu_bench.reference import reference_solution
-    from evoteam.gpu_bench.task import TaskError, find_task, load_definition, load_solution, load_workloads
+    from evoteam.gpu_bench.task import (
+        TaskError,
+        dataset_root,
+        find_task,
+        load_definition,
+        load_solution,
+        load_workloads,
+    )
 
     if args.trials < 3:
         raise TaskError("--trials must be at least 3")
@@ -102,8 +112,6 @@ def _job(args: argparse.Namespace) -> _Job:
             baseline = load_solution(Path(args.baseline))
         else:
             baseline = reference_solution(definition, candidate.spec.target_hardware[0])
-        from evoteam.gpu_bench.task import dataset_root
-
         blobs = args.blobs or dataset_root(args.workloads)
         atol, rtol = 1e-2, 1e-2
     if candidate.definition != definition.name:

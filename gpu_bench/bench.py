@@ -98,40 +98,30 @@ class Evaluator:
     ) -> CandidateResult:
         timestamp = self._clock().isoformat()
         env = run.environment
+        traces: list[Trace] = []
+        results: list[WorkloadResult] = []
         if not run.ok:
             log = run.load_error or run.build.log
-            traces = [
-                _trace(definition, w, run.solution, EvaluationStatus.COMPILE_ERROR, env, timestamp, log)
-                for w in workloads
-            ]
-            results = [
-                WorkloadResult(uuid=w.uuid, axes=w.axes, status=EvaluationStatus.COMPILE_ERROR, reason=log[-500:])
-                for w in workloads
-            ]
-            return CandidateResult(
-                status=EvaluationStatus.COMPILE_ERROR,
-                solution=run.solution.name,
-                baseline=base.solution.name,
-                summary=summarize(results),
-                traces=traces,
-                workloads=results,
-                build=run.build,
-                load_error=run.load_error,
-            )
-        base_by_uuid = {w.workload.uuid: w for w in base.workloads}
-        traces, results = [], []
-        for w in run.workloads:
-            result = _workload_result(w, base_by_uuid.get(w.workload.uuid))
-            results.append(result)
-            traces.append(_trace_of(definition, w, result, run.solution, env, timestamp))
+            for w in workloads:
+                traces.append(_trace(definition, w, run.solution, EvaluationStatus.COMPILE_ERROR, env, timestamp, log))
+                results.append(
+                    WorkloadResult(uuid=w.uuid, axes=w.axes, status=EvaluationStatus.COMPILE_ERROR, reason=log[-500:])
+                )
+        else:
+            base_by_uuid = {w.workload.uuid: w for w in base.workloads}
+            for done in run.workloads:
+                result = _workload_result(done, base_by_uuid.get(done.workload.uuid))
+                results.append(result)
+                traces.append(_trace_of(definition, done, result, run.solution, env, timestamp))
         return CandidateResult(
-            status=overall_status([r.status for r in results]),
+            status=overall_status([r.status for r in results]) if run.ok else EvaluationStatus.COMPILE_ERROR,
             solution=run.solution.name,
             baseline=base.solution.name,
             summary=summarize(results),
             traces=traces,
             workloads=results,
             build=run.build,
+            load_error=run.load_error,
         )
 
 
