@@ -96,12 +96,14 @@ class WorkerProcess:
 
     def build(self, request: BuildRequest, timeout_s: float) -> Built | Failed:
         response = self._call(request, timeout_s)
-        assert isinstance(response, Built | Failed)
+        if isinstance(response, Evaluated):
+            raise self._lost("the worker answered a build request with an evaluation", timed_out=False)
         return response
 
     def evaluate(self, request: EvaluateRequest, timeout_s: float) -> Evaluated | Failed:
         response = self._call(request, timeout_s)
-        assert isinstance(response, Evaluated | Failed)
+        if isinstance(response, Built):
+            raise self._lost("the worker answered an evaluate request with a build", timed_out=False)
         return response
 
     def next_id(self) -> int:

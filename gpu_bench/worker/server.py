@@ -162,6 +162,9 @@ def serve(log_path: Path, cache_root: Path | None, memory_limit_mb: int | None) 
                 return 0
         except MemoryError:
             reason = f"out of memory (the worker's limit is {memory_limit_mb} MB)"
-            outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=reason)
-            worker.send(Evaluated(id=request.id, outcome=outcome))
+            if isinstance(request, BuildRequest):
+                worker.send(Failed(id=request.id, error="load", message=reason))
+            else:
+                outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=reason)
+                worker.send(Evaluated(id=request.id, outcome=outcome))
     return 0

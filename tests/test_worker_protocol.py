@@ -1,0 +1,56 @@
+"""The worker process on its own: JSON lines in and out, bad lines answered, shutdown honoured."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import DATA, kernel_solution
+from evoteam.gpu_bench.evaluate import EvalConfig
+from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.task import load_definition, load_workloads
+from evoteam.gpu_bench.worker.protocol import RESPONSE, BuildRequest, Built, Evaluated, EvaluateRequest, Failed, Ready
+
+
+def test_worker_speaks_json_lines_and_survives_garbage(tmp_path: Path) -> None:
+    definition = load_definition(DATA / "scale_add.json")
+    workload = load_workloads(DATA / "scale_add.jsonl")[0]
+    solution = kernel_solution("prints.cpp")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evoteam.gpu_bench.worker", "--log", str(tmp_path / "log"), "--cache", str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(line: str) -> Ready | Built | Evaluated | Failed:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        return RESPONSE.validate_json(proc.stdout.readline())
+
+    try:
+        ready = RESPONSE.validate_json(proc.stdout.readline())
+        assert isinstance(ready, Ready) and ready.pid == proc.pid
+        bad = ask("this is not json")
+        assert isinstance(bad, Failed) and bad.error == "protocol"
+        unknown = ask('{"kind": "launch_missiles", "id": 3}')
+        assert isinstance(unknown, Failed) and unknown.error == "protocol"
+        built = ask(BuildRequest(id=4, solution=solution, definition=definition).model_dump_json())
+        assert isinstance(built, Built) and built.id == 4 and built.build.ok and built.load_error is None
+        config = EvalConfig(measure=False)
+        request = EvaluateRequest(id=5, definition=definition, workload=workload, solution=solution, config=config)
+        evaluated = ask(request.model_dump_json())
+        assert isinstance(evaluated, Evaluated) and evaluated.id == 5
+        assert evaluated.outcome.status == EvaluationStatus.PASSED
+        assert "hello from the kernel" in evaluated.log  # the kernel's printf went to the log, not to stdout
+        proc.stdin.write('{"kind": "shutdown"}\n')
+        proc.stdin.flush()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
