@@ -11,10 +11,20 @@ def build_parser() -> argparse.ArgumentParser:
     from evoteam.cli import bench, worker
 
     parser = argparse.ArgumentParser(prog="evoteam", description="Evolving agent teams for kernel optimization.")
+    parser.add_argument("--version", action="version", version=f"evoteam {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     bench.add_parser(sub)
     worker.add_parser(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("evoteam")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
