@@ -133,23 +133,18 @@ class LocalRunner:
         progress: Progress | None,
     ) -> SolutionRun:
         worker = self._ensure_worker()
+        request = BuildRequest(id=worker.next_id(), solution=solution, definition=definition)
         try:
-            built = worker.build(
-                BuildRequest(id=worker.next_id(), solution=solution, definition=definition), BUILD_TIMEOUT_S
-            )
+            built = worker.build(request, BUILD_TIMEOUT_S)
         except WorkerLost as lost:
-            built = Failed(id=0, error="load", message=f"{lost.reason}\n{lost.log_tail}")
+            built = Failed(id=request.id, error="load", message=f"{lost.reason}\n{lost.log_tail}")
         env = worker.environment or Environment(hardware="unknown")
         if isinstance(built, Failed):
-            result = BuildResult(ok=False, log=built.message)
-            return SolutionRun(solution=solution, build=result, environment=env, workloads=[])
+            failed = BuildResult(ok=False, log=built.message)
+            return SolutionRun(solution=solution, build=failed, environment=env, workloads=[])
         if not built.build.ok or built.load_error:
             return SolutionRun(
-                solution=solution,
-                build=built.build,
-                load_error=built.load_error,
-                environment=env,
-                workloads=[],
+                solution=solution, build=built.build, load_error=built.load_error, environment=env, workloads=[]
             )
         runs: list[WorkloadRun] = []
         for workload in workloads:
@@ -157,7 +152,7 @@ class LocalRunner:
             runs.append(run)
             if progress is not None:
                 progress(run)
-        return SolutionRun(solution=solution, build=built.build, environment=worker.environment or env, workloads=runs)
+        return SolutionRun(solution=solution, build=built.build, environment=env, workloads=runs)
 
     def _one(
         self,

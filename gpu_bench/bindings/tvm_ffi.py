@@ -7,6 +7,7 @@ are plain numbers; axis sizes are read from the tensors' shapes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,8 +26,6 @@ def tvm_ffi_build_flags() -> list[str]:
 
 
 def tvm_ffi_link_flags() -> list[str]:
-    from pathlib import Path
-
     import tvm_ffi.libinfo
 
     libdir = Path(tvm_ffi.libinfo.find_libtvm_ffi()).parent
