@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -53,6 +54,11 @@ def build_key(solution: Solution) -> str:
     h = hashlib.sha256(solution.content_hash().encode())
     if solution.spec.language == Language.CPP:
         h.update(compiler_identity(cxx_compiler()).encode())
+    if solution.spec.resolved_binding() == Binding.TVM_FFI:  # its headers and library are part of the build
+        try:
+            h.update(metadata.version("apache-tvm-ffi").encode())
+        except metadata.PackageNotFoundError:
+            h.update(b"no tvm-ffi")
     return h.hexdigest()[:32]
 
 
@@ -109,17 +115,17 @@ def _compile_cxx(solution: Solution, work: Path, final: Path, tvm_ffi: bool) -> 
     if not sources:
         return BuildResult(ok=False, log=f"no C/C++ source among {[s.path for s in solution.sources]}")
     flags = list(solution.spec.compile_flags if solution.spec.compile_flags is not None else DEFAULT_CXX_FLAGS)
+    link: list[str] = []
     if tvm_ffi:
-        from evoteam.gpu_bench.bindings.tvm_ffi import tvm_ffi_build_flags
+        from evoteam.gpu_bench.bindings.tvm_ffi import tvm_ffi_build_flags, tvm_ffi_link_flags
 
         try:
             flags += tvm_ffi_build_flags()
+            link = tvm_ffi_link_flags()
         except ImportError as exc:
             return BuildResult(ok=False, log=f"the tvm-ffi binding needs apache-tvm-ffi installed: {exc}")
     library = "kernel.so"
-    cmd = [cxx_compiler(), "-shared", "-fPIC", *flags, "-o", library, *sources]
-    if tvm_ffi:
-        cmd += tvm_ffi_link_flags()
+    cmd = [cxx_compiler(), "-shared", "-fPIC", *flags, "-o", library, *sources, *link]
     try:
         proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
@@ -130,9 +136,3 @@ def _compile_cxx(solution: Solution, work: Path, final: Path, tvm_ffi: bool) -> 
     if proc.returncode != 0:
         return BuildResult(ok=False, log=log)
     return BuildResult(ok=True, artifact=str(final / library), log=log)
-
-
-def tvm_ffi_link_flags() -> list[str]:
-    from evoteam.gpu_bench.bindings.tvm_ffi import tvm_ffi_link_flags as flags
-
-    return flags()
