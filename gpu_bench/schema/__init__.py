@@ -1,5 +1,6 @@
 """FlashInfer-Bench's data model (exact JSON field names and statuses), plus evoteam's REJECTED status."""
 
+from evoteam.gpu_bench.schema.compile import Diagnostic, KernelResources, Related, Severity
 from evoteam.gpu_bench.schema.definition import AxisConst, AxisVar, Definition, DType, TensorSpec
 from evoteam.gpu_bench.schema.solution import Binding, BuildSpec, Language, Solution, SourceFile
 from evoteam.gpu_bench.schema.trace import (
@@ -20,14 +21,18 @@ __all__ = [
     "Correctness",
     "DType",
     "Definition",
+    "Diagnostic",
     "Environment",
     "Evaluation",
+    "KernelResources",
     "EvaluationStatus",
     "Language",
     "Performance",
     "RandomInput",
+    "Related",
     "SafetensorsInput",
     "ScalarInput",
+    "Severity",
     "Solution",
     "SourceFile",
     "TensorSpec",

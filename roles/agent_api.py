@@ -1,0 +1,73 @@
+"""What an agent is given and what it hands back: the seam between the supervisor and every backend.
+
+``Agent`` has one method. The tool-loop agent (anthropic, scripted), the claude-code agent and the offline
+tuner all implement it, so the supervisor runs any team without knowing which backend its members use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoteam.gpu_bench.schema import Solution
+from evoteam.roles.budget import TokenBudget
+from evoteam.roles.llm import Usage
+from evoteam.roles.spec import RoleSpec
+from evoteam.roles.tools import Toolbox
+from evoteam.roles.workspace import Workspace
+
+
+class Assignment(BaseModel):
+    """One agent's job for one round."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: RoleSpec
+    agent_id: str
+    kernel: str
+    round: int = 0
+    brief: str = ""
+    """The supervisor's instructions for this round (constraints, focus, what failed before)."""
+    max_turns: int = Field(default=30, gt=0)
+
+
+class Submission(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    solution: Solution
+    rationale: str
+    role: str
+    agent_id: str
+    evaluation: dict[str, object] | None = None
+    """The summary of the evaluation made at submission (status, speedups), when the tool ran one."""
+
+
+StopReason = Literal["end_turn", "budget", "max_turns", "llm_error", "cancelled"]
+
+
+class AgentReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: str
+    agent_id: str
+    submissions: list[Submission] = []
+    usage: Usage = Field(default_factory=Usage)
+    turns: int = 0
+    stop: StopReason
+    error: str | None = None
+    final_text: str = ""
+
+
+@dataclass
+class AgentContext:
+    """Everything an agent may touch: its workspace, its tools (already narrowed to its role), the shared
+    budget, and where its submissions land (the submit tool appends to ``submissions``)."""
+
+    assignment: Assignment
+    workspace: Workspace
+    toolbox: Toolbox
+    budget: TokenBudget
+    submissions: list[Submission]
+
+
+class Agent(Protocol):
+    def run(self, context: AgentContext) -> AgentReport: ...

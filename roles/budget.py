@@ -1,0 +1,122 @@
+"""The hard token budget of a run: checked before every model call, charged after, kept per role and agent.
+
+One ``TokenBudget`` is shared by every agent of a run and by the supervisor; it is thread-safe. Tokens are
+counted as the provider reports them (input + output + cache write + cache read); dollars come from a
+pricing table that is recorded with the run.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoteam.roles.llm import Usage
+
+
+class BudgetExhausted(Exception):  # noqa: N818 - loop control, not an error
+    """A call would not fit in what is left; carries what was asked and what remained."""
+
+    def __init__(self, needed: int, remaining: int, who: str) -> None:
+        super().__init__(f"{who}: the call needs up to {needed} tokens but {remaining} remain in the budget")
+        self.needed = needed
+        self.remaining = remaining
+        self.who = who
+
+
+class Price(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+    input: float
+    output: float
+    cache_write: float
+    cache_read: float
+
+
+# Public list prices (USD per million tokens) for the models evoteam names; a run records the table it used.
+DEFAULT_PRICES: dict[str, Price] = {
+    "claude-opus-4": Price(input=15.0, output=75.0, cache_write=18.75, cache_read=1.5),
+    "claude-sonnet-4": Price(input=3.0, output=15.0, cache_write=3.75, cache_read=0.3),
+    "claude-haiku-4": Price(input=1.0, output=5.0, cache_write=1.25, cache_read=0.1),
+}
+
+
+class PricingTable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+
+    def price(self, model: str) -> Price | None:
+        """The entry whose name is the longest prefix of ``model`` (``claude-sonnet-4-5`` → ``claude-sonnet-4``)."""
+        best = max((name for name in self.prices if model.startswith(name)), key=len, default=None)
+        return self.prices[best] if best is not None else None
+
+    def usd(self, model: str, usage: Usage) -> float:
+        p = self.price(model)
+        if p is None:
+            return 0.0
+        return (
+            usage.input_tokens * p.input
+            + usage.output_tokens * p.output
+            + usage.cache_creation_input_tokens * p.cache_write
+            + usage.cache_read_input_tokens * p.cache_read
+        ) / 1e6
+
+
+class Account(BaseModel):
+    """What one (role, agent) pair has spent."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: str
+    agent: str
+    usage: Usage = Field(default_factory=Usage)
+    usd: float = 0.0
+    calls: int = 0
+
+
+class TokenBudget:
+    def __init__(self, total: int, pricing: PricingTable | None = None) -> None:
+        if total < 0:
+            raise ValueError(f"a token budget cannot be negative: {total}")
+        self.total = total
+        self.pricing = pricing or PricingTable()
+        self._lock = threading.Lock()
+        self._accounts: dict[tuple[str, str], Account] = {}
+        self._spent = 0
+
+    @property
+    def spent(self) -> int:
+        with self._lock:
+            return self._spent
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            return max(0, self.total - self._spent)
+
+    def check(self, needed: int, who: str = "") -> None:
+        """Raises ``BudgetExhausted`` unless ``needed`` tokens (input estimate + max_tokens) fit."""
+        remaining = self.remaining
+        if needed > remaining:
+            raise BudgetExhausted(needed, remaining, who or "a model call")
+
+    def charge(self, usage: Usage, role: str, agent: str, model: str) -> None:
+        with self._lock:
+            account = self._accounts.setdefault((role, agent), Account(role=role, agent=agent))
+            account.usage = account.usage + usage
+            account.usd += self.pricing.usd(model, usage)
+            account.calls += 1
+            self._spent += usage.total
+
+    def accounts(self) -> list[Account]:
+        with self._lock:
+            return [a.model_copy(deep=True) for a in self._accounts.values()]
+
+    def by_role(self) -> dict[str, Usage]:
+        totals: dict[str, Usage] = {}
+        for a in self.accounts():
+            totals[a.role] = totals.get(a.role, Usage()) + a.usage
+        return totals
+
+    def usd(self) -> float:
+        return sum(a.usd for a in self.accounts())
