@@ -22,8 +22,9 @@ def emit_dataset(root: Path, definition: Definition, solutions: list[Solution], 
     written.append(d_path)
     for solution in solutions:
         data = solution.to_json_dict()
-        # compile_flags is evoteam's extension; FlashInfer-Bench's BuildSpec has no such field.
+        # compile_flags and launch are evoteam's extensions; FlashInfer-Bench's BuildSpec has no such fields.
         data["spec"].pop("compile_flags", None)
+        data["spec"].pop("launch", None)
         s_path = root / "solutions" / op / definition.name / f"{solution.name}.json"
         _write(s_path, json.dumps(data, indent=2) + "\n")
         written.append(s_path)

@@ -9,12 +9,14 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evoteam.gpu_bench.cuda.constraints import Constraints
 from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.schema import (
     Binding,
     BuildSpec,
     Definition,
     Language,
+    LaunchSpec,
     Solution,
     SourceFile,
     Trace,
@@ -51,11 +53,19 @@ class KernelTask(BaseModel):
     """``reference`` (the definition's run), ``source`` (the file as it is now), ``kernel:NAME`` (another
     kernel's source in the same evoteam.toml) or a solution JSON path."""
     target: str = "cpu"
+    """``cpu``, or the CUDA architecture to build for (``sm_90a``, ``sm_100a``, ...)."""
     flags: list[str] | None = None
     extra_sources: list[Path] = Field(default_factory=list)
     tolerance: Tolerance = Field(default_factory=Tolerance)
     blobs: Path | None = None
     """Root that safetensors input paths are relative to (default: the dataset root above workloads/)."""
+    constraints: Constraints = Field(default_factory=Constraints)
+    """Checked on the generated PTX/SASS and ptxas resources of every CUDA candidate (violated: REJECTED)."""
+    launch: LaunchSpec | None = None
+    """Grid/block expressions for the ``pycuda`` binding."""
+    knobs: dict[str, list[int | str]] = Field(default_factory=dict)
+    """Tunable parameters and their candidate values (``BLOCK = [64, 128, 256]``) for the offline tuner,
+    on top of those it finds in the source."""
     root: Path = Field(default=Path(), exclude=True)
 
     @model_validator(mode="after")
@@ -88,6 +98,7 @@ class KernelTask(BaseModel):
             entry_point=f"{self.source.name}::{self.entry}",
             binding=self.binding,
             compile_flags=self.flags,
+            launch=self.launch,
         )
         return Solution(name=f"{self.name}", definition=definition.name, author="user", spec=spec, sources=sources)
 

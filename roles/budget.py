@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoteam.roles.llm import Usage
 
 
-class BudgetExhausted(Exception):  # noqa: N818 - loop control, not an error
+class BudgetExhausted(Exception):
     """A call would not fit in what is left; carries what was asked and what remained."""
 
     def __init__(self, needed: int, remaining: int, who: str) -> None:

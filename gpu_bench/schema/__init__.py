@@ -2,7 +2,7 @@
 
 from evoteam.gpu_bench.schema.compile import Diagnostic, KernelResources, Related, Severity
 from evoteam.gpu_bench.schema.definition import AxisConst, AxisVar, Definition, DType, TensorSpec
-from evoteam.gpu_bench.schema.solution import Binding, BuildSpec, Language, Solution, SourceFile
+from evoteam.gpu_bench.schema.solution import Binding, BuildSpec, Language, LaunchSpec, Solution, SourceFile
 from evoteam.gpu_bench.schema.trace import (
     Correctness,
     Environment,
@@ -24,9 +24,10 @@ __all__ = [
     "Diagnostic",
     "Environment",
     "Evaluation",
-    "KernelResources",
     "EvaluationStatus",
+    "KernelResources",
     "Language",
+    "LaunchSpec",
     "Performance",
     "RandomInput",
     "Related",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from pydantic import Field
+
 from evoteam.gpu_bench.schema._base import Model
 
 
@@ -44,7 +46,7 @@ class Diagnostic(Model):
     message: str
     tool: str
     """Which stage spoke: ``nvcc`` (front end), ``host`` (gcc/g++), ``ptxas``, ``nvlink`` or ``gcc``."""
-    related: list[Related] = []
+    related: list[Related] = Field(default_factory=list)
 
 
 class KernelResources(Model):

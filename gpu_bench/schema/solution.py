@@ -30,6 +30,17 @@ class Binding(StrEnum):
     TORCH = "torch"
     C = "c"
     PYTHON = "python"
+    PYCUDA = "pycuda"
+    """evoteam's: an ``extern "C" __global__`` kernel loaded from the nvcc-built cubin and launched with pycuda."""
+
+
+class LaunchSpec(Model):
+    """evoteam extension for the ``pycuda`` binding: grid and block as expressions over the definition's
+    axes (integers, + - * // %, ``ceil_div(a, b)``, ``min``, ``max``), and dynamic shared memory in bytes."""
+
+    grid: list[NonEmptyStr] = Field(min_length=1, max_length=3)
+    block: list[NonEmptyStr] = Field(min_length=1, max_length=3)
+    shared_bytes: NonEmptyStr = "0"
 
 
 class SourceFile(Model):
@@ -53,6 +64,8 @@ class BuildSpec(Model):
     binding: Binding | None = None
     # evoteam extension: compiler flags for cpp/cuda builds (FlashInfer-Bench has none).
     compile_flags: list[str] | None = None
+    # evoteam extension: launch geometry for the pycuda binding.
+    launch: LaunchSpec | None = None
 
     @model_validator(mode="after")
     def _entry(self) -> BuildSpec:
