@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evoteam.gpu_bench.cuda.constraints import Constraints
 from evoteam.gpu_bench.schema import Definition, Solution, Workload
 
 
@@ -24,6 +25,7 @@ class _Job:
     blob_root: Path | None
     atol: float
     rtol: float
+    constraints: Constraints | None = None
 
 
 def add_parser(sub: Any) -> None:
@@ -101,6 +103,7 @@ def _job(args: argparse.Namespace) -> _Job:
             baseline = task.baseline_solution(definition)
         blobs = args.blobs or task.blob_root()
         atol, rtol = task.tolerance.atol, task.tolerance.rtol
+        constraints: Constraints | None = task.constraints
     else:
         missing = [f"--{n}" for n in ("definition", "workloads", "solution") if getattr(args, n) is None]
         if missing:
@@ -114,6 +117,7 @@ def _job(args: argparse.Namespace) -> _Job:
             baseline = reference_solution(definition, candidate.spec.target_hardware[0])
         blobs = args.blobs or dataset_root(args.workloads)
         atol, rtol = 1e-2, 1e-2
+        constraints = None
     if candidate.definition != definition.name:
         raise TaskError(
             f"solution {candidate.name!r} is for definition {candidate.definition!r}, not {definition.name!r}"
@@ -126,6 +130,7 @@ def _job(args: argparse.Namespace) -> _Job:
         blobs,
         args.atol if args.atol is not None else atol,
         args.rtol if args.rtol is not None else rtol,
+        constraints,
     )
 
 
@@ -169,6 +174,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
                 config,
                 job.blob_root,
                 progress=lambda _run: reporter.advance(1),
+                constraints=job.constraints,
             )
     finally:
         runner.close()
@@ -182,6 +188,9 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
             "summary": result.summary.model_dump(mode="json"),
             "traces": [t.to_json_dict() for t in result.traces],
             "workloads": [w.model_dump(mode="json") for w in result.workloads],
+            "resources": [r.model_dump(mode="json") for r in result.resources],
+            "violations": result.violations,
+            "diagnostics": [d.model_dump(mode="json") for d in result.build.diagnostics],
         }
         print(json.dumps(payload))
     else:

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evoteam.gpu_bench.result import CandidateResult
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus, KernelResources
 
 
 class Reporter:
@@ -69,6 +69,10 @@ class Reporter:
             libs = " · ".join(f"{k} {v}" for k, v in env.libs.items())
             build = "build cached" if result.build.cached else f"built in {result.build.seconds:.2f} s"
             self._out.print(f"{env.hardware} · {libs} · {build}", markup=False, highlight=False)
+        if result.resources:
+            self._out.print(resources_table(result.resources))
+        for violation in result.violations:
+            self._out.print(f"[red]constraint violated[/red]: {violation}", highlight=False)
         if result.status == EvaluationStatus.COMPILE_ERROR:
             self._out.print(result.build.log.strip()[-3000:], markup=False, highlight=False)
         if s.geomean_speedup is not None and s.mean_speedup is not None:
@@ -79,3 +83,22 @@ class Reporter:
             )
         else:
             self._out.print(f"[bold red]{result.status.value}[/bold red]  {s.passed}/{s.total} workloads passed")
+
+
+def resources_table(resources: list[KernelResources]) -> Table:
+    table = Table(title="ptxas resources per kernel")
+    for column in ("kernel", "arch", "registers", "spill st/ld B", "smem B", "stack B", "cmem B", "barriers"):
+        table.add_column(column, justify="left" if column in ("kernel", "arch") else "right")
+    for r in resources:
+        spills = f"{r.spill_stores}/{r.spill_loads}"
+        table.add_row(
+            r.name,
+            r.arch,
+            str(r.registers),
+            f"[red]{spills}[/red]" if r.spill_stores or r.spill_loads else spills,
+            str(r.shared_bytes),
+            str(r.stack_bytes),
+            str(r.constant_bytes),
+            str(r.barriers),
+        )
+    return table

@@ -11,6 +11,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from evoteam.gpu_bench.build import BuildResult
+from evoteam.gpu_bench.check import CheckResult, check_solution
+from evoteam.gpu_bench.cuda.constraints import Constraints
+from evoteam.gpu_bench.environment import environment
 from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
 from evoteam.gpu_bench.runner import BenchInputError, Progress, Runner, SolutionRun, WorkloadRun
@@ -36,9 +40,11 @@ def _now() -> datetime:
 class Evaluator:
     """Evaluates candidates against a baseline through one runner (whose worker stays warm)."""
 
-    def __init__(self, runner: Runner, clock: Clock = _now) -> None:
+    def __init__(self, runner: Runner, clock: Clock = _now, cache_root: Path | None = None) -> None:
         self._runner = runner
         self._clock = clock
+        self._cache_root = cache_root
+        """Where constraint checks build (here, without a GPU); a local runner on the same cache reuses it."""
         self._baselines: dict[str, SolutionRun] = {}
 
     def evaluate(
@@ -50,14 +56,51 @@ class Evaluator:
         config: EvalConfig,
         blob_root: Path | None = None,
         progress: Progress | None = None,
+        constraints: Constraints | None = None,
     ) -> CandidateResult:
+        """Constraints are checked on the generated code first: a candidate that breaks one is REJECTED
+        without running (and the baseline is held to nothing)."""
         if candidate.definition != definition.name:
             raise BenchInputError(
                 f"solution {candidate.name!r} is for definition {candidate.definition!r}, not {definition.name!r}"
             )
+        if constraints is not None and not constraints.is_empty():
+            checked = check_solution(candidate, constraints, self._cache_root)
+            if checked.ok and checked.violations:
+                return self._rejected(definition, workloads, candidate, baseline, checked.violations, checked)
         base = self.baseline_run(definition, workloads, baseline, config, blob_root)
         run = self._runner.run(definition, workloads, candidate, config, blob_root, progress)
         return self._result(definition, workloads, run, base)
+
+    def _rejected(
+        self,
+        definition: Definition,
+        workloads: list[Workload],
+        candidate: Solution,
+        baseline: Solution,
+        violations: list[str],
+        checked: CheckResult,
+    ) -> CandidateResult:
+        timestamp = self._clock().isoformat()
+        env = environment()  # the constraints were checked here, on this machine
+        reason = "constraint violated: " + "; ".join(violations)
+        status = EvaluationStatus.REJECTED
+        results = [WorkloadResult(uuid=w.uuid, axes=w.axes, status=status, reason=reason) for w in workloads]
+        traces = [_trace(definition, w, candidate, status, env, timestamp, reason) for w in workloads]
+        build = BuildResult(
+            ok=True, log=checked.log, diagnostics=checked.diagnostics, resources=checked.resources, arch=checked.arch
+        )
+        return CandidateResult(
+            status=status,
+            solution=candidate.name,
+            baseline=baseline.name,
+            summary=summarize(results),
+            traces=traces,
+            workloads=results,
+            build=build,
+            resources=checked.resources,
+            violations=violations,
+        )
 
     def baseline_run(
         self,
@@ -122,6 +165,7 @@ class Evaluator:
             workloads=results,
             build=run.build,
             load_error=run.load_error,
+            resources=run.build.resources,
         )
 
 

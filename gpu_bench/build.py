@@ -1,4 +1,9 @@
-"""Builds a solution into a loadable artifact, cached by a hash of sources, flags and compiler version."""
+"""Builds a solution into a loadable artifact, cached by a hash of sources, flags and compiler version.
+
+C++ builds with g++ (``c`` and ``tvm-ffi`` bindings), CUDA with nvcc (``c`` → shared library, ``pycuda`` →
+cubin). The compiler's output becomes structured diagnostics and, for CUDA, ptxas resource facts; both are
+kept with the artifact so a cache hit reports them too. No torch here: ``evoteam check`` imports this.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,10 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.schema import Binding, Language, Solution
+from evoteam.gpu_bench.cuda import nvcc
+from evoteam.gpu_bench.schema import Binding, Diagnostic, KernelResources, Language, Solution
 
 DEFAULT_CXX_FLAGS = ("-O3",)
 BUILD_TIMEOUT_S = 300.0
@@ -28,6 +34,13 @@ class BuildResult(BaseModel):
     log: str = ""
     cached: bool = False
     seconds: float = 0.0
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    resources: list[KernelResources] = Field(default_factory=list)
+    """Per kernel, from ptxas (CUDA only)."""
+    arch: str | None = None
+    """The CUDA architecture built for (None on CPU)."""
+    ptx: str | None = None
+    """Path of the PTX that ptxas compiled (CUDA only; kept beside the artifact)."""
 
 
 def default_cache_root() -> Path:
@@ -54,6 +67,10 @@ def build_key(solution: Solution) -> str:
     h = hashlib.sha256(solution.content_hash().encode())
     if solution.spec.language == Language.CPP:
         h.update(compiler_identity(cxx_compiler()).encode())
+    if solution.spec.language == Language.CUDA:
+        compiler = nvcc.find_nvcc()
+        h.update((nvcc.nvcc_identity(compiler) if compiler else "no nvcc").encode())
+        h.update(compiler_identity(cxx_compiler()).encode())  # nvcc's host compiler
     if solution.spec.resolved_binding() == Binding.TVM_FFI:  # its headers and library are part of the build
         try:
             h.update(metadata.version("apache-tvm-ffi").encode())
@@ -69,7 +86,7 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
     final = root / build_key(solution)
     marker = final / "artifact"
     if marker.is_file():
-        return BuildResult(ok=True, artifact=marker.read_text(), cached=True, seconds=time.perf_counter() - start)
+        return _cached(final, marker, time.perf_counter() - start)
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     try:
@@ -88,6 +105,7 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
                 if not marker.is_file():
                     raise
             else:
+                (final / _RESULT).write_text(result.model_dump_json())
                 marker.write_text(result.artifact or "")
     finally:
         if work.exists():
@@ -96,18 +114,68 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
     return result
 
 
+_RESULT = "result.json"
+
+
+def _cached(final: Path, marker: Path, seconds: float) -> BuildResult:
+    try:
+        result = BuildResult.model_validate_json((final / _RESULT).read_text())
+    except (OSError, ValueError):  # a cache entry from before results were kept
+        result = BuildResult(ok=True, artifact=marker.read_text())
+    return result.model_copy(update={"cached": True, "seconds": seconds})
+
+
 def _compile(solution: Solution, work: Path, final: Path) -> BuildResult:
     spec = solution.spec
     binding = spec.resolved_binding()
     if spec.language in (Language.PYTHON, Language.TRITON) and binding == Binding.PYTHON:
         return BuildResult(ok=True, artifact=str(final))
     if spec.language == Language.CPP and binding in (Binding.C, Binding.TVM_FFI):
-        return _compile_cxx(solution, work, final, tvm_ffi=binding == Binding.TVM_FFI)
+        return _with_diagnostics(
+            _compile_cxx(solution, work, final, tvm_ffi=binding == Binding.TVM_FFI), solution, work
+        )
+    if spec.language == Language.CUDA and binding in (Binding.C, Binding.PYCUDA):
+        return _compile_cuda(solution, work, final, binding)
     return BuildResult(
         ok=False,
-        log=f"evoteam cannot build language {spec.language.value!r} with binding {binding.value!r} on this "
-        "evaluator (cpu: cpp with c or tvm-ffi, python with python)",
+        log=f"evoteam cannot build language {spec.language.value!r} with binding {binding.value!r} "
+        "(it builds cpp with c or tvm-ffi, cuda with c or pycuda, python/triton with python)",
     )
+
+
+def _compile_cuda(solution: Solution, work: Path, final: Path, binding: Binding) -> BuildResult:
+    from evoteam.gpu_bench.cuda.diagnostics import map_ptx_lines, parse_diagnostics
+    from evoteam.gpu_bench.cuda.resources import parse_resources
+
+    arch = nvcc.resolve_arch(solution.spec.target_hardware) or nvcc.DEFAULT_ARCH
+    output: nvcc.Output = "cubin" if binding == Binding.PYCUDA else "shared"
+    sources = [s.path for s in solution.sources]
+    run = nvcc.compile_cuda(work, sources, arch, solution.spec.compile_flags, output, BUILD_TIMEOUT_S)
+    log = f"$ {' '.join(run.command)}\n{run.log}" if run.command else run.log
+    texts = {source.path: source.content for source in solution.sources}
+    diagnostics = map_ptx_lines(parse_diagnostics(run.log, str(work), sources=texts), run.ptx, str(work))
+    ptx_path = None
+    if run.ptx:
+        (work / "kernel.ptx").write_text(run.ptx)
+        ptx_path = str(final / "kernel.ptx")
+    artifact = str(final / Path(run.artifact).name) if run.artifact else None
+    return BuildResult(
+        ok=run.artifact is not None,
+        artifact=artifact,
+        log=log,
+        diagnostics=diagnostics,
+        resources=parse_resources(run.log, arch),
+        arch=arch,
+        ptx=ptx_path,
+    )
+
+
+def _with_diagnostics(result: BuildResult, solution: Solution, work: Path) -> BuildResult:
+    from evoteam.gpu_bench.cuda.diagnostics import parse_diagnostics
+
+    texts = {source.path: source.content for source in solution.sources}
+    result.diagnostics = parse_diagnostics(result.log, str(work), host_tool="gcc", sources=texts)
+    return result
 
 
 def _compile_cxx(solution: Solution, work: Path, final: Path, tvm_ffi: bool) -> BuildResult:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from evoteam.gpu_bench.build import BuildResult
-from evoteam.gpu_bench.schema import EvaluationStatus, Trace
+from evoteam.gpu_bench.schema import EvaluationStatus, KernelResources, Trace
 from evoteam.gpu_bench.timing import TimingStats
 
 
@@ -49,6 +49,10 @@ class CandidateResult(BaseModel):
     workloads: list[WorkloadResult]
     build: BuildResult
     load_error: str | None = None
+    resources: list[KernelResources] = Field(default_factory=list)
+    """ptxas facts per kernel (CUDA)."""
+    violations: list[str] = Field(default_factory=list)
+    """Constraints the generated code breaks (then the status is REJECTED and no workload ran)."""
 
 
 def overall_status(statuses: list[EvaluationStatus]) -> EvaluationStatus:

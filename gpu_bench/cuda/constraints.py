@@ -53,10 +53,12 @@ def check(constraints: Constraints, ptx: str, sass: str, resources: list[KernelR
 
 
 def _instructions(text: str) -> str:
-    """The text without comments, so a constraint cannot be met by a comment or a string in a header."""
+    """The text without comments, file tables and function headers, so a constraint can be met only by
+    code (not by a comment, a file name or a kernel's name)."""
     lines = []
     for line in text.splitlines():
-        stripped = line.split("//", 1)[0]
-        if stripped.strip():
-            lines.append(stripped)
+        stripped = line.split("//", 1)[0].strip()
+        if not stripped or stripped.startswith((".file", ".loc", "Function :", ".entry", ".visible", ".func")):
+            continue
+        lines.append(stripped)
     return "\n".join(lines)

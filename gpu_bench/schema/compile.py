@@ -42,7 +42,7 @@ class Diagnostic(Model):
     """1-based, exclusive; 0 when unknown."""
     severity: Severity
     code: str | None = None
-    """``20`` for ``error #20-D``, ``-Wunused-variable`` for gcc, None when the tool gave none."""
+    """``177-D`` for ``warning #177-D``, ``-Wunused-variable`` for gcc, None when the tool gave none."""
     message: str
     tool: str
     """Which stage spoke: ``nvcc`` (front end), ``host`` (gcc/g++), ``ptxas``, ``nvlink`` or ``gcc``."""
