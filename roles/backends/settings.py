@@ -1,0 +1,56 @@
+"""``AnthropicSettings``: how the ``anthropic`` backend reaches the Messages API, resolved once from explicit
+values and the environment; the API key is a ``SecretStr`` and never shows in repr, str, JSON or logs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+
+# Environment variables, in order of precedence for each setting.
+ENV_API_KEY = ("ANTHROPIC_API_KEY",)
+ENV_BASE_URL = ("EVOTEAM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
+ENV_MODEL = ("EVOTEAM_MODEL",)
+
+
+class AnthropicSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = DEFAULT_MODEL
+    """Used when a request names no model."""
+    base_url: str | None = None
+    """``None``: the SDK's default (the Anthropic API); or any Anthropic-compatible server."""
+    api_key: SecretStr | None = None
+    """Required for the Anthropic API; a server at ``base_url`` may need none (a placeholder is sent)."""
+    timeout_s: float = Field(default=600.0, gt=0)
+    """Per attempt: the wait for a response, and for streams the longest pause between two chunks."""
+    max_retries: int = Field(default=5, ge=0)
+    """Retries after the first attempt, made by our loop (the SDK's own retries are off)."""
+    retry_base_s: float = Field(default=1.0, ge=0)
+    retry_cap_s: float = Field(default=60.0, ge=0)
+    stream_threshold: int = Field(default=16_000, gt=0)
+    """Calls with ``max_tokens`` at or above this stream (the SDK refuses long non-streaming calls)."""
+    exact_count: bool = False
+    """``count_tokens`` asks the API's token-counting endpoint instead of estimating offline."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **values: Any) -> AnthropicSettings:
+        """Explicit ``values`` win; then the environment (``ANTHROPIC_API_KEY``, ``EVOTEAM_ANTHROPIC_BASE_URL``
+        or ``ANTHROPIC_BASE_URL``, ``EVOTEAM_MODEL``); then the defaults. Empty variables count as unset."""
+        source = os.environ if env is None else env
+        for field, names in (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL)):
+            if values.get(field) is None:
+                found = next((source[n] for n in names if source.get(n)), None)
+                if found is not None:
+                    values[field] = found
+                else:
+                    values.pop(field, None)
+        return cls(**values)
+
+    def key(self) -> str | None:
+        """The key itself, for the one place that builds the client."""
+        return self.api_key.get_secret_value() if self.api_key is not None else None
