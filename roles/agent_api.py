@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoteam.gpu_bench.schema import Solution
 from evoteam.roles.budget import TokenBudget
 from evoteam.roles.llm import Usage
+from evoteam.roles.prompt import TaskPrompt
 from evoteam.roles.spec import RoleSpec
-from evoteam.roles.tools import Toolbox
+from evoteam.roles.tools.base import Toolbox
 from evoteam.roles.workspace import Workspace
 
 
@@ -60,13 +61,15 @@ class AgentReport(BaseModel):
 @dataclass
 class AgentContext:
     """Everything an agent may touch: its workspace, its tools (already narrowed to its role), the shared
-    budget, and where its submissions land (the submit tool appends to ``submissions``)."""
+    budget, and where its submissions land (the submit tool appends to ``submissions``). ``task`` holds the
+    prompt variables of the kernel (``evoteam.roles.prompt.task_prompt``); agents that prompt a model need it."""
 
     assignment: Assignment
     workspace: Workspace
     toolbox: Toolbox
     budget: TokenBudget
     submissions: list[Submission]
+    task: TaskPrompt | None = None
 
 
 class Agent(Protocol):

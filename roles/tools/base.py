@@ -1,4 +1,4 @@
-"""``Tool`` (one capability with a pydantic input) and ``Toolbox`` (the tools one role may use)."""
+"""``Tool`` (one capability with a pydantic input), ``Toolbox`` (the tools one role may use) and ``Author``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,20 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evoteam.roles.llm import ToolSpec
+
+TOOL_NAMES = (
+    "view",
+    "list",
+    "write",
+    "str_replace",
+    "compile",
+    "evaluate",
+    "profile",
+    "read_knowledge",
+    "write_note",
+    "submit_candidate",
+)
+"""Every tool a role may name (other backends call them by these names), in the order toolboxes list them."""
 
 
 class ToolResult(BaseModel):
@@ -19,10 +33,26 @@ class ToolResult(BaseModel):
     """Structured facts for the caller (journal, supervisor); never sent to the model."""
 
 
+class Author(BaseModel):
+    """Who is using a toolbox: written into notes and submissions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    role: str
+    agent_id: str
+    round: int = 0
+
+
 class Tool(Protocol):
-    name: str
-    description: str
-    input_model: type[BaseModel]
+    """Read-only members, so a tool may declare them as plain class attributes (``input_model = ViewInput``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def input_model(self) -> type[BaseModel]: ...
 
     def run(self, args: Any) -> ToolResult:
         """``args`` is an instance of ``input_model``."""

@@ -1,0 +1,241 @@
+"""The knowledge store of one kernel: ``.evoteam/knowledge/<kernel>/`` under a repository, just files.
+
+``index.jsonl`` holds one JSON line per entry for code; one Markdown file per kind holds the same entries for
+people. Appends are fsynced and serialized; reading skips a torn last line (a run killed mid-append). Imports
+nothing of evoteam.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class Kind(StrEnum):
+    HARDWARE = "hardware"
+    """An observation about the machine (cache sizes, what the profiler showed, bandwidth reached)."""
+    STRATEGY = "strategy"
+    """A verified strategy: a change that measurably helped."""
+    FAILED_ATTEMPT = "failed_attempt"
+    """An idea that was tried and did not help (with evidence), so it is not retried blindly."""
+    PLAN = "plan"
+    """The current plan; the latest entry is the plan in force."""
+    ROLE_RECORD = "role_record"
+    """What a role did in a round (written by the supervisor)."""
+
+
+TITLES = {
+    Kind.HARDWARE: "Hardware observations",
+    Kind.STRATEGY: "Verified strategies",
+    Kind.FAILED_ATTEMPT: "Failed attempts",
+    Kind.PLAN: "Plan",
+    Kind.ROLE_RECORD: "Role records",
+}
+
+
+class Evidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    candidate: str | None = Field(default=None, description="the candidate (solution name) the note is about")
+    status: str | None = Field(default=None, description="its evaluation status, e.g. PASSED or COMPILE_ERROR")
+    numbers: dict[str, float] = Field(
+        default_factory=dict, description="measured numbers, e.g. {'geomean_speedup': 1.12, 'registers': 64}"
+    )
+
+    def text(self) -> str:
+        parts = [p for p in (self.candidate, self.status) if p]
+        parts += [f"{k}={v:g}" for k, v in self.numbers.items()]
+        return ", ".join(parts)
+
+
+class Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    kind: Kind
+    title: str = Field(min_length=1)
+    body: str = ""
+    evidence: Evidence | None = None
+    role: str = ""
+    agent: str = ""
+    round: int = 0
+    timestamp: str
+
+    def line(self) -> str:
+        """One line for prompts and tool results."""
+        who = f" ({self.role}, round {self.round})" if self.role else f" (round {self.round})"
+        evidence = f" [{self.evidence.text()}]" if self.evidence and self.evidence.text() else ""
+        body = " ".join(self.body.split())
+        body = body if len(body) <= 240 else body[:237] + "..."
+        return f"- [{self.kind.value}] {self.title}{who}{evidence}" + (f": {body}" if body else "")
+
+
+Clock = Callable[[], datetime]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class KnowledgeStore:
+    """The entries of one kernel under ``<repo>/.evoteam/knowledge/<kernel>/``; safe to share between threads."""
+
+    def __init__(self, repo_root: Path, kernel: str, clock: Clock = _now) -> None:
+        if not kernel or "/" in kernel or kernel in (".", ".."):
+            raise ValueError(f"invalid kernel name for the knowledge store: {kernel!r}")
+        self.folder = repo_root / ".evoteam" / "knowledge" / kernel
+        self.kernel = kernel
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    @property
+    def index(self) -> Path:
+        return self.folder / "index.jsonl"
+
+    def markdown(self, kind: Kind) -> Path:
+        return self.folder / f"{kind.value}.md"
+
+    def add(
+        self,
+        kind: Kind,
+        title: str,
+        body: str = "",
+        evidence: Evidence | None = None,
+        role: str = "",
+        agent: str = "",
+        round: int = 0,
+    ) -> Entry:
+        entry = Entry(
+            id=uuid.uuid4().hex[:12],
+            kind=kind,
+            title=" ".join(title.split()),
+            body=body.strip(),
+            evidence=evidence,
+            role=role,
+            agent=agent,
+            round=round,
+            timestamp=self._clock().isoformat(timespec="seconds"),
+        )
+        with self._lock:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            _append(self.index, entry.model_dump_json(exclude_none=True) + "\n", newline_first=True)
+            md = self.markdown(kind)
+            header = "" if md.exists() else f"# {TITLES[kind]} — {self.kernel}\n"
+            _append(md, header + _markdown(entry), newline_first=False)
+        return entry
+
+    def entries(self) -> list[Entry]:
+        """Every entry in order; a line that does not parse (a torn last line) is skipped."""
+        try:
+            lines = self.index.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                out.append(Entry.model_validate(json.loads(line)))
+            except (json.JSONDecodeError, ValidationError):
+                continue
+        return out
+
+    def query(self, kind: Kind | None = None, text: str | None = None, limit: int | None = None) -> list[Entry]:
+        """Entries of ``kind`` whose title, body or evidence hold every word of ``text``; newest first."""
+        words = [w.lower() for w in (text or "").split()]
+        found = []
+        for entry in reversed(self.entries()):
+            if kind is not None and entry.kind != kind:
+                continue
+            haystack = f"{entry.title} {entry.body} {entry.evidence.text() if entry.evidence else ''}".lower()
+            if all(w in haystack for w in words):
+                found.append(entry)
+        return found[:limit] if limit is not None else found
+
+    def plan(self) -> Entry | None:
+        plans = self.query(Kind.PLAN, limit=1)
+        return plans[0] if plans else None
+
+    def summary(self, limit: int = 20) -> str:
+        """For prompts: the plan in force, then the newest strategies, failed attempts, observations and role
+        records, at most ``limit`` lines in all."""
+        sections = []
+        plan = self.plan()
+        if plan is not None:
+            sections.append(f"Current plan: {plan.title}" + (f"\n{plan.body}" if plan.body else ""))
+        left = limit
+        for kind in (Kind.STRATEGY, Kind.FAILED_ATTEMPT, Kind.HARDWARE, Kind.ROLE_RECORD):
+            if left <= 0:
+                break
+            items = self.query(kind, limit=left)
+            if items:
+                sections.append(f"{TITLES[kind]}:\n" + "\n".join(e.line() for e in items))
+                left -= len(items)
+        return "\n\n".join(sections)
+
+    def is_known_failure(self, description: str, threshold: float = 0.5) -> Entry | None:
+        """The recorded failed attempt most like ``description`` (word overlap, Dice score >= ``threshold``,
+        at least two shared words), or None. A heuristic: it flags likely repeats, it does not prove them."""
+        words = _words(description)
+        best: tuple[float, Entry] | None = None
+        for entry in self.query(Kind.FAILED_ATTEMPT):
+            other = _words(f"{entry.title} {entry.body}")
+            shared = len(words & other)
+            if shared < 2:
+                continue
+            score = 2 * shared / (len(words) + len(other))
+            title_score = len(words & _words(entry.title)) / max(1, len(_words(entry.title)))
+            score = max(score, title_score)
+            if score >= threshold and (best is None or score > best[0]):
+                best = (score, entry)
+        return best[1] if best else None
+
+
+_STOP = frozenset(
+    {
+        *("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have", "in", "into", "is"),
+        *("it", "its", "of", "on", "or", "so", "than", "that", "the", "then", "this", "to", "was", "were", "will"),
+        *("with", "without", "we", "our", "use", "using", "used", "try", "tried", "not", "no"),
+    }
+)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("izing", "ising", "ized", "ised", "ing", "ize", "ise", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _words(text: str) -> set[str]:
+    return {_stem(w) for w in re.findall(r"[a-z0-9_]+", text.lower()) if len(w) > 1 and w not in _STOP}
+
+
+def _markdown(entry: Entry) -> str:
+    who = ", ".join(p for p in (entry.role, entry.agent, f"round {entry.round}", entry.timestamp) if p)
+    lines = ["", f"## {entry.title}", f"*{who}* — `{entry.id}`"]
+    if entry.evidence and entry.evidence.text():
+        lines.append(f"Evidence: {entry.evidence.text()}")
+    if entry.body:
+        lines += ["", entry.body]
+    return "\n".join(lines) + "\n"
+
+
+def _append(path: Path, text: str, newline_first: bool) -> None:
+    """Appends ``text`` in one write and fsyncs; first ends a torn last line so the new entry stands alone."""
+    with path.open("ab") as f:
+        if newline_first and f.tell() > 0:
+            with path.open("rb") as r:
+                r.seek(-1, os.SEEK_END)
+                if r.read(1) != b"\n":
+                    text = "\n" + text
+        f.write(text.encode("utf-8"))
+        f.flush()
+        os.fsync(f.fileno())

@@ -1,0 +1,176 @@
+"""Evaluating a candidate for an agent: the ``EvaluationService`` seam, its real adapter and fake, a content
+cache, and the ``evaluate`` tool."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.build import BuildResult
+from evoteam.gpu_bench.cuda.constraints import Constraints
+from evoteam.gpu_bench.evaluate import EvalConfig
+from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
+from evoteam.gpu_bench.runner import BenchInputError
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
+from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.timing import TimingStats
+from evoteam.roles.tools import render
+from evoteam.roles.tools.base import Author, ToolResult
+from evoteam.roles.tools.candidate import CandidateError, workspace_solution
+from evoteam.roles.workspace import Workspace
+
+
+class EvaluationService(Protocol):
+    def evaluate(self, solution: Solution) -> CandidateResult:
+        """Every workload of the task, against its baseline. Raises ``BenchInputError`` only when the task
+        itself is unusable (its baseline fails), never for a bad candidate."""
+        ...
+
+
+class TaskEvaluations:
+    """The real service: ``Evaluator`` over one ``KernelTask`` (its definition, workloads and baseline, loaded
+    once; ``constraints`` are the round's, by default the task's). Calls are serialized, since the evaluator's
+    runner keeps one warm worker."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        task: KernelTask,
+        config: EvalConfig | None = None,
+        workloads: list[Workload] | None = None,
+        constraints: Constraints | None = None,
+    ) -> None:
+        self.task = task
+        self.constraints = constraints if constraints is not None else task.constraints
+        self.definition: Definition = task.load_definition()
+        self.workloads = workloads if workloads is not None else task.load_workloads()
+        self.baseline = task.baseline_solution(self.definition)
+        self.config = config or EvalConfig(atol=task.tolerance.atol, rtol=task.tolerance.rtol)
+        self._evaluator = evaluator
+        self._lock = threading.Lock()
+
+    def evaluate(self, solution: Solution) -> CandidateResult:
+        with self._lock:
+            return self._evaluator.evaluate(
+                self.definition,
+                self.workloads,
+                solution,
+                self.baseline,
+                self.config,
+                self.task.blob_root(),
+                constraints=self.constraints,
+            )
+
+
+class FakeEvaluations:
+    """Answers with ``respond(solution)``; keeps the solutions it was asked about."""
+
+    def __init__(self, respond: Callable[[Solution], CandidateResult]) -> None:
+        self._respond = respond
+        self.calls: list[Solution] = []
+
+    def evaluate(self, solution: Solution) -> CandidateResult:
+        self.calls.append(solution)
+        return self._respond(solution)
+
+
+def scripted_result(
+    solution: str, speedups: Mapping[str, float], failed: Mapping[str, str] | None = None
+) -> CandidateResult:
+    """A made-up result for fakes: ``speedups`` by workload (baseline 1 ms), ``failed`` workloads with reasons
+    (INCORRECT_NUMERICAL)."""
+    results = []
+    for uuid, speedup in speedups.items():
+        base = TimingStats(median_ms=1.0, p20_ms=0.99, p80_ms=1.01, n=10, noise=0.005, warmup_calls=3)
+        mine = base.model_copy(update={"median_ms": 1.0 / speedup, "p20_ms": 0.99 / speedup, "p80_ms": 1.01 / speedup})
+        results.append(
+            WorkloadResult(
+                uuid=uuid, axes={}, status=EvaluationStatus.PASSED, timing=mine, baseline_timing=base, speedup=speedup
+            )
+        )
+    for uuid, reason in (failed or {}).items():
+        results.append(WorkloadResult(uuid=uuid, axes={}, status=EvaluationStatus.INCORRECT_NUMERICAL, reason=reason))
+    return CandidateResult(
+        status=overall_status([r.status for r in results]),
+        solution=solution,
+        baseline="reference",
+        summary=summarize(results),
+        traces=[],
+        workloads=results,
+        build=BuildResult(ok=True),
+    )
+
+
+class EvaluationCache:
+    """Evaluates each distinct content once (``Solution.content_hash``); shared by the evaluate, profile and
+    submit tools of a run, so submitting what was just evaluated costs nothing."""
+
+    def __init__(self, service: EvaluationService) -> None:
+        self._service = service
+        self._lock = threading.Lock()
+        self._results: dict[str, CandidateResult] = {}
+
+    def get(self, solution: Solution) -> CandidateResult | None:
+        with self._lock:
+            return self._results.get(solution.content_hash())
+
+    def evaluate(self, solution: Solution) -> CandidateResult:
+        cached = self.get(solution)
+        if cached is not None:
+            return cached
+        result = self._service.evaluate(solution)
+        with self._lock:
+            self._results[solution.content_hash()] = result
+        return result
+
+
+class EvaluateInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EvaluateTool:
+    name = "evaluate"
+    description = (
+        "Build the workspace's current kernel and evaluate it on every workload against the baseline: "
+        "correctness first, then timing. Reports status, geomean speedup, faster/total, failing workloads "
+        "with reasons, and the slowest workloads. Does not submit."
+    )
+    input_model = EvaluateInput
+
+    def __init__(
+        self, task: KernelTask, workspace: Workspace, definition: str, evaluations: EvaluationCache, author: Author
+    ) -> None:
+        self.task = task
+        self.workspace = workspace
+        self.definition = definition
+        self.evaluations = evaluations
+        self.author = author
+        self._count = itertools.count(1)
+
+    def run(self, args: EvaluateInput) -> ToolResult:
+        try:
+            solution = workspace_solution(
+                self.task,
+                self.workspace,
+                self.definition,
+                name=f"{self.task.name}-{self.author.agent_id}-eval{next(self._count)}",
+                author=self.author.role,
+            )
+        except CandidateError as exc:
+            return ToolResult(content=str(exc), is_error=True)
+        return evaluate_to_result(self.evaluations, solution)
+
+
+def evaluate_to_result(evaluations: EvaluationCache, solution: Solution) -> ToolResult:
+    """Evaluates (or reuses the evaluation of the same content) and renders it; a broken task is an error."""
+    try:
+        result = evaluations.evaluate(solution)
+    except BenchInputError as exc:
+        return ToolResult(content=f"the task itself cannot be evaluated (not the kernel's fault): {exc}", is_error=True)
+    data = render.summary_data(result, solution.content_hash())
+    return ToolResult(content=render.result(result), data=data)

@@ -1,0 +1,61 @@
+"""``build_toolbox``: every tool of one agent, wired to its workspace and the run's shared services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evoteam.gpu_bench.cuda.constraints import Constraints
+from evoteam.gpu_bench.schema import Definition
+from evoteam.gpu_bench.task import KernelTask
+from evoteam.roles.agent_api import Submission
+from evoteam.roles.knowledge import KnowledgeStore
+from evoteam.roles.tools.base import TOOL_NAMES, Author, Tool, Toolbox
+from evoteam.roles.tools.compiler import Checker, CompileTool, default_checker
+from evoteam.roles.tools.evaluation import EvaluateTool, EvaluationCache
+from evoteam.roles.tools.files import ListTool, StrReplaceTool, ViewTool, WriteTool
+from evoteam.roles.tools.notes import ReadKnowledgeTool, WriteNoteTool
+from evoteam.roles.tools.profiling import Profiler, ProfileTool, TimingProfiler
+from evoteam.roles.tools.submit import SubmitCandidateTool
+from evoteam.roles.workspace import Workspace
+
+
+@dataclass
+class ToolServices:
+    """What the tools of a run share. ``evaluations`` should be one ``EvaluationCache`` per run, so the same
+    content is evaluated once whoever asks; ``constraints`` are the round's for the compile tool (default: the
+    task's) — give the evaluation service the same ones (``TaskEvaluations(..., constraints=...)``)."""
+
+    definition: Definition
+    evaluations: EvaluationCache
+    knowledge: KnowledgeStore
+    checker: Checker = default_checker
+    profiler: Profiler | None = None
+    """None: ``TimingProfiler`` over ``evaluations``."""
+    constraints: Constraints | None = None
+
+
+def build_toolbox(
+    task: KernelTask,
+    workspace: Workspace,
+    services: ToolServices,
+    author: Author,
+    submissions: list[Submission],
+) -> Toolbox:
+    """All tools, in ``TOOL_NAMES`` order; narrow it with ``toolbox.only(role.tools)``. ``submissions`` is the
+    list the submit tool appends to (the one in the agent's ``AgentContext``)."""
+    name = services.definition.name
+    profiler = services.profiler or TimingProfiler(services.evaluations)
+    tools: list[Tool] = [
+        ViewTool(workspace),
+        ListTool(workspace),
+        WriteTool(workspace),
+        StrReplaceTool(workspace),
+        CompileTool(task, workspace, name, author, services.checker, services.constraints),
+        EvaluateTool(task, workspace, name, services.evaluations, author),
+        ProfileTool(task, workspace, name, profiler, author),
+        ReadKnowledgeTool(services.knowledge),
+        WriteNoteTool(services.knowledge, author),
+        SubmitCandidateTool(task, workspace, name, services.evaluations, author, submissions),
+    ]
+    assert tuple(t.name for t in tools) == TOOL_NAMES
+    return Toolbox(tools)

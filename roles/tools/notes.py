@@ -1,0 +1,104 @@
+"""Knowledge tools: ``read_knowledge`` (query the kernel's store) and ``write_note`` (add an entry to it)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoteam.roles.knowledge import Evidence, Kind, KnowledgeStore
+from evoteam.roles.tools.base import Author, ToolResult
+
+MAX_ENTRIES = 30
+
+
+class ReadKnowledgeInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["hardware", "strategy", "failed_attempt", "plan", "role_record"] | None = Field(
+        default=None, description="only entries of this kind; default all kinds"
+    )
+    query: str | None = Field(default=None, description="words that must all appear in an entry; default none")
+
+
+class ReadKnowledgeTool:
+    name = "read_knowledge"
+    description = (
+        "Read what the team has recorded about this kernel, newest first: hardware observations, verified "
+        "strategies, failed attempts (with evidence), the plan and role records."
+    )
+    input_model = ReadKnowledgeInput
+
+    def __init__(self, store: KnowledgeStore) -> None:
+        self.store = store
+
+    def run(self, args: ReadKnowledgeInput) -> ToolResult:
+        kind = Kind(args.kind) if args.kind else None
+        found = self.store.query(kind, args.query)
+        if not found:
+            return ToolResult(content="no entries match", data={"count": 0})
+        shown = found[:MAX_ENTRIES]
+        blocks = []
+        for e in shown:
+            block = e.line().removeprefix("- ")
+            if len(" ".join(e.body.split())) > 240:
+                block += f"\n{e.body}"
+            blocks.append(block)
+        hidden = len(found) - len(shown)
+        more = f"\n({hidden} older entries not shown; narrow the query)" if hidden else ""
+        return ToolResult(content="\n".join(blocks) + more, data={"count": len(found), "ids": [e.id for e in shown]})
+
+
+class EvidenceInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    candidate: str | None = Field(default=None, description="the candidate (solution name) the note is about")
+    status: str | None = Field(default=None, description="its evaluation status, e.g. PASSED or INCORRECT_NUMERICAL")
+    numbers: dict[str, float] = Field(
+        default_factory=dict, description="measured numbers, e.g. {'geomean_speedup': 0.93, 'registers': 96}"
+    )
+
+
+class WriteNoteInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["hardware", "strategy", "failed_attempt", "plan"] = Field(
+        description="hardware: an observation about the machine; strategy: a change that measurably helped; "
+        "failed_attempt: an idea that did not help; plan: the plan from now on"
+    )
+    title: str = Field(min_length=1, max_length=200, description="one line naming the idea or observation")
+    body: str = Field(default="", max_length=8000, description="details: what was done, what was measured, why")
+    evidence: EvidenceInput | None = Field(default=None, description="the candidate and numbers that support it")
+
+
+class WriteNoteTool:
+    name = "write_note"
+    description = (
+        "Record a note in the kernel's knowledge store, which survives rounds and runs. Back strategies and "
+        "failed attempts with evidence (candidate, status, numbers)."
+    )
+    input_model = WriteNoteInput
+
+    def __init__(self, store: KnowledgeStore, author: Author) -> None:
+        self.store = store
+        self.author = author
+
+    def run(self, args: WriteNoteInput) -> ToolResult:
+        kind = Kind(args.kind)
+        known = self.store.is_known_failure(f"{args.title} {args.body}") if kind == Kind.STRATEGY else None
+        evidence = Evidence.model_validate(args.evidence.model_dump()) if args.evidence else None
+        entry = self.store.add(
+            kind,
+            args.title,
+            args.body,
+            evidence,
+            role=self.author.role,
+            agent=self.author.agent_id,
+            round=self.author.round,
+        )
+        content = f"recorded {kind.value} note {entry.id}: {entry.title}"
+        data: dict[str, object] = {"id": entry.id, "kind": kind.value}
+        if known is not None:
+            content += (
+                f"\nwarning: this matches a recorded failed attempt ({known.id}, round {known.round}): "
+                f"{known.line().removeprefix('- ')}\nDo not retry it blindly: say what is different this time."
+            )
+            data["known_failure"] = known.id
+        return ToolResult(content=content, data=data)

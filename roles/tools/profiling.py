@@ -1,0 +1,154 @@
+"""The ``profile`` tool behind a pluggable ``Profiler``; the default measures per-workload timing spread and
+reads compile resources from the evaluation (a GPU profiler with ncu metrics plugs in the same way)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoteam.gpu_bench.runner import BenchInputError
+from evoteam.gpu_bench.schema import EvaluationStatus, KernelResources, Solution
+from evoteam.gpu_bench.task import KernelTask
+from evoteam.roles.tools import render
+from evoteam.roles.tools.base import Author, ToolResult
+from evoteam.roles.tools.candidate import CandidateError, workspace_solution
+from evoteam.roles.tools.evaluation import EvaluationService
+from evoteam.roles.workspace import Workspace
+
+
+class WorkloadProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    uuid: str
+    axes: dict[str, int] = Field(default_factory=dict)
+    status: EvaluationStatus
+    reason: str = ""
+    median_ms: float | None = None
+    p20_ms: float | None = None
+    p80_ms: float | None = None
+    noise: float | None = None
+    """Relative 95% confidence half-width of the median."""
+    samples: int = 0
+    baseline_median_ms: float | None = None
+    speedup: float | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    """Hardware counters by name (a GPU profiler fills these; the timing profiler leaves them empty)."""
+
+
+class ProfileReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    profiler: str
+    status: EvaluationStatus
+    workloads: list[WorkloadProfile]
+    resources: list[KernelResources] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class Profiler(Protocol):
+    def profile(self, solution: Solution) -> ProfileReport: ...
+
+
+class TimingProfiler:
+    """The CPU default: per-workload median/p20/p80/noise from an evaluation, plus the build's resources."""
+
+    name = "timing"
+
+    def __init__(self, evaluations: EvaluationService) -> None:
+        self.evaluations = evaluations
+
+    def profile(self, solution: Solution) -> ProfileReport:
+        result = self.evaluations.evaluate(solution)
+        rows = []
+        for w in result.workloads:
+            t, b = w.timing, w.baseline_timing
+            rows.append(
+                WorkloadProfile(
+                    uuid=w.uuid,
+                    axes=w.axes,
+                    status=w.status,
+                    reason=w.reason,
+                    median_ms=t.median_ms if t else None,
+                    p20_ms=t.p20_ms if t else None,
+                    p80_ms=t.p80_ms if t else None,
+                    noise=t.noise if t else None,
+                    samples=t.n if t else 0,
+                    baseline_median_ms=b.median_ms if b else None,
+                    speedup=w.speedup,
+                )
+            )
+        notes = ["timing only: no hardware counters on this machine"]
+        return ProfileReport(
+            profiler=self.name,
+            status=result.status,
+            workloads=rows,
+            resources=result.resources or result.build.resources,
+            notes=notes,
+        )
+
+
+class FakeProfiler:
+    def __init__(self, report: ProfileReport) -> None:
+        self.report = report
+        self.calls: list[Solution] = []
+
+    def profile(self, solution: Solution) -> ProfileReport:
+        self.calls.append(solution)
+        return self.report
+
+
+def render_report(report: ProfileReport) -> str:
+    lines = [f"profile ({report.profiler}): {report.status.value}"]
+    lines.append("workload | median ms | p20..p80 ms | noise | n | baseline ms | speedup")
+    for w in report.workloads:
+        if w.median_ms is None:
+            lines.append(f"{w.uuid} {w.axes} | {w.status.value}: {w.reason.strip()[:160]}")
+            continue
+        spread = f"{w.p20_ms:.4g}..{w.p80_ms:.4g}" if w.p20_ms is not None and w.p80_ms is not None else "n/a"
+        noise = f"{w.noise:.1%}" if w.noise is not None else "n/a"
+        base = f"{w.baseline_median_ms:.4g}" if w.baseline_median_ms is not None else "n/a"
+        speed = f"{w.speedup:.3f}x" if w.speedup is not None else "n/a"
+        lines.append(f"{w.uuid} {w.axes} | {w.median_ms:.4g} | {spread} | {noise} | {w.samples} | {base} | {speed}")
+        if w.metrics:
+            lines.append("    " + ", ".join(f"{k}={v:g}" for k, v in sorted(w.metrics.items())))
+    if report.resources:
+        lines += ["resources:", render.resources(report.resources)]
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+class ProfileInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProfileTool:
+    name = "profile"
+    description = (
+        "Profile the workspace's current kernel: per-workload timing (median, p20..p80, noise, samples) against "
+        "the baseline, compile resources, and hardware counters where the profiler has them."
+    )
+    input_model = ProfileInput
+
+    def __init__(
+        self, task: KernelTask, workspace: Workspace, definition: str, profiler: Profiler, author: Author
+    ) -> None:
+        self.task = task
+        self.workspace = workspace
+        self.definition = definition
+        self.profiler = profiler
+        self.author = author
+
+    def run(self, args: ProfileInput) -> ToolResult:
+        try:
+            solution = workspace_solution(
+                self.task,
+                self.workspace,
+                self.definition,
+                name=f"{self.task.name}-{self.author.agent_id}-profile",
+                author=self.author.role,
+            )
+            report = self.profiler.profile(solution)
+        except CandidateError as exc:
+            return ToolResult(content=str(exc), is_error=True)
+        except BenchInputError as exc:
+            return ToolResult(content=f"the task itself cannot be evaluated: {exc}", is_error=True)
+        return ToolResult(content=render_report(report), data=report.model_dump(mode="json"))
