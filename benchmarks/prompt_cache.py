@@ -34,7 +34,7 @@ from evoteam.roles.backends.settings import AnthropicSettings
 from evoteam.roles.llm import Block, Message, Request, TextBlock, ToolResultBlock, ToolSpec, ToolUseBlock, Usage
 
 KEY = "sk-benchmark-local"
-MODEL = "claude-sonnet-5-5"
+MODEL = "claude-sonnet-4-5"
 GOAL = 0.80
 TOOLS = ["view", "compile", "evaluate", "str_replace"]
 

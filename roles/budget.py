@@ -36,6 +36,7 @@ class Price(BaseModel):
 
 # Public list prices (USD per million tokens) for the models evoteam names; a run records the table it used.
 DEFAULT_PRICES: dict[str, Price] = {
+    "claude-opus-4-5": Price(input=5.0, output=25.0, cache_write=6.25, cache_read=0.5),
     "claude-opus-4": Price(input=15.0, output=75.0, cache_write=18.75, cache_read=1.5),
     "claude-sonnet-4": Price(input=3.0, output=15.0, cache_write=3.75, cache_read=0.3),
     "claude-haiku-4": Price(input=1.0, output=5.0, cache_write=1.25, cache_read=0.1),

@@ -22,7 +22,7 @@ from evoteam.roles.backends.settings import DEFAULT_MODEL, AnthropicSettings
 from evoteam.roles.llm import LLMError, Message, Request, TextBlock, ToolResultBlock, ToolSpec, ToolUseBlock, Usage
 
 KEY = "sk-ant-test-0123456789abcdef"
-MODEL = "claude-sonnet-5-5"
+MODEL = "claude-sonnet-4-5"
 SYSTEM = [
     "You are one agent of a team that optimizes GPU kernels. " * 20,
     "Role: Optimizer. Make the kernel faster without changing its results. " * 10,
