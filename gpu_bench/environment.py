@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import platform
+import sys
 from importlib import metadata
 from pathlib import Path
 
 from evoteam.gpu_bench.build import compiler_identity, cxx_compiler
+from evoteam.gpu_bench.cuda.nvcc import find_nvcc, nvcc_identity
 from evoteam.gpu_bench.schema import Environment
 
 
@@ -22,11 +24,30 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def gpu_name() -> str | None:
+    """The name of the GPU this process sees, when torch is already loaded and a GPU is there."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        name: str = torch.cuda.get_device_name(0)
+    except Exception:  # a broken driver is not a reason to lose the result
+        return None
+    return name
+
+
 def environment() -> Environment:
     libs = {"python": platform.python_version(), "cxx": compiler_identity(cxx_compiler())}
-    for package in ("torch", "evoteam", "apache-tvm-ffi"):
+    for package in ("torch", "evoteam", "apache-tvm-ffi", "pycuda"):
         try:
             libs[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             continue
-    return Environment(hardware=f"CPU: {cpu_name()}", libs=libs)
+    compiler = find_nvcc()
+    if compiler is not None:
+        libs["nvcc"] = nvcc_identity(compiler)
+    gpu = gpu_name()
+    hardware = f"GPU: {gpu} · CPU: {cpu_name()}" if gpu else f"CPU: {cpu_name()}"
+    return Environment(hardware=hardware, libs=libs)

@@ -5,6 +5,11 @@ buffers stay alive, so consecutive trials never share an address), outputs pre-f
 candidate called before the reference, inputs checked byte-for-byte afterwards, one trial that reuses the
 previous buffers with new values (defeats caching by pointer), input contents rotated between timed
 samples, and outputs re-checked after timing.
+
+Everything lives on the kernel's device: inputs, NaN-filled outputs and the reference run there (``cuda``:
+torch's current GPU), comparisons move to the CPU. On a GPU every candidate call is followed by a device-wide
+synchronize before anything is checked, and a CUDA error from the kernel is a ``DeviceFault``: the context
+is unusable, so the worker reports RUNTIME_ERROR and exits.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.bindings import Kernel
+from evoteam.gpu_bench.bindings import Call, Kernel, KernelCallError
+from evoteam.gpu_bench.bindings.device import CUDA, cuda_healthy, is_device_error, synchronize
 from evoteam.gpu_bench.compare import Errors, Mismatch, compare
 from evoteam.gpu_bench.dtypes import torch_dtype
 from evoteam.gpu_bench.flush import operand_flusher
+from evoteam.gpu_bench.gpu_lock import GpuLockTimeout, device_key, gpu_lock
+from evoteam.gpu_bench.gpu_timing import TimingMismatch, current_cuda_device, time_cuda_call
 from evoteam.gpu_bench.inputs import Value, make_inputs
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Workload
 from evoteam.gpu_bench.timing import TimingConfig, TimingStats, time_call
@@ -53,6 +61,15 @@ class ReferenceFailure(RuntimeError):
     """The definition's own reference does not run on this workload: the task is broken, not the candidate."""
 
 
+class DeviceFault(RuntimeError):
+    """The kernel raised a CUDA error (an illegal address, a failed launch): ``outcome`` is its RUNTIME_ERROR.
+    The CUDA context cannot be trusted afterwards, so the worker answers and exits, and a fresh one continues."""
+
+    def __init__(self, outcome: WorkloadOutcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
 @dataclass
 class _Trial:
     inputs: dict[str, Value]
@@ -76,12 +93,19 @@ def evaluate_workload(
     previous: _Trial | None = None
     trials: list[_Trial] = []
     for t in range(config.trials + 1):
-        fresh = make_inputs(definition, workload, _seed(config.seed, workload.uuid, t), blob_root)
+        fresh = make_inputs(definition, workload, _seed(config.seed, workload.uuid, t), blob_root, kernel.device)
         reuse = t == config.trials and previous is not None
         inputs = _refill(previous.inputs, fresh) if reuse and previous is not None else fresh
         pristine = _clone(inputs)
-        outputs = _nan_outputs(definition, axes)
-        produced = _run_once(kernel, kernel.bind(inputs, outputs, axes), outputs, inputs, pristine)
+        outputs = _nan_outputs(definition, axes, kernel.device)
+        try:
+            call = kernel.bind(inputs, outputs, axes)
+        except KernelCallError as exc:
+            return _label(WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=_describe(exc)), t, reuse)
+        try:
+            produced = _run_once(kernel, call, outputs, inputs, pristine)
+        except DeviceFault as fault:
+            raise DeviceFault(_label(fault.outcome, t, reuse)) from None
         if isinstance(produced, WorkloadOutcome):
             return _label(produced, t, reuse)
         expected = _reference(reference, definition, pristine, workload)
@@ -116,7 +140,7 @@ def _time(
     if any(not isinstance(v, torch.Tensor) and v != contents[0].pristine[k] for k, v in contents[-1].pristine.items()):
         contents = contents[-1:]  # scalars are bound by value: rotating tensors alone would mismatch them
     buffers = contents[-1].inputs
-    outputs = _nan_outputs(definition, axes)
+    outputs = _nan_outputs(definition, axes, kernel.device)
     call = kernel.bind(buffers, outputs, axes)
     returned: list[object] = []
     last_content = [len(contents) - 1]
@@ -131,20 +155,24 @@ def _time(
         if not kernel.destination_passing:
             returned[:] = [result]
 
-    flush = None
-    if config.timing.flush_cache and config.timing.flush_method == "operands":
-        tensors = [v for v in buffers.values() if isinstance(v, torch.Tensor)] + list(outputs.values())
-        flush = operand_flusher(tensors)
     try:
-        stats = time_call(timed, config.timing, before_sample, flush=flush)
+        if kernel.device == CUDA:
+            stats = _time_on_gpu(timed, config, before_sample)
+        else:
+            stats = time_call(timed, config.timing, before_sample, flush=_cpu_flush(config, buffers, outputs))
         # One more call on the other content (or the same, if not rotating), into NaN-filled outputs and
         # on the same addresses as the timed calls: a kernel that skips work once it is timed fails here.
         trial = contents[(last_content[0] + 1) % len(contents)]
         _refill(buffers, trial.pristine)
         _fill_sentinel(outputs)
         timed()
+        synchronize(kernel.device)
+    except TimingMismatch as exc:
+        return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"while timing: {exc}")
+    except GpuLockTimeout as exc:
+        return WorkloadOutcome(status=EvaluationStatus.TIMEOUT, reason=str(exc))
     except Exception as exc:
-        return WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=f"while timing: {_describe(exc)}")
+        return _failure(kernel, exc, "while timing: ")
     changed = _changed_input(buffers, trial.pristine)
     if changed:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"input {changed!r} was modified while timed")
@@ -159,6 +187,31 @@ def _time(
     return passed.model_copy(update={"timing": stats})
 
 
+def _cpu_flush(
+    config: EvalConfig, buffers: Mapping[str, Value], outputs: Mapping[str, torch.Tensor]
+) -> Callable[[], None] | None:
+    if config.timing.flush_cache and config.timing.flush_method == "operands":
+        tensors = [v for v in buffers.values() if isinstance(v, torch.Tensor)] + list(outputs.values())
+        return operand_flusher(tensors)
+    return None
+
+
+def _time_on_gpu(timed: Call, config: EvalConfig, before_sample: Callable[[int], None]) -> TimingStats:
+    """CUDA-event timing while holding this GPU's lock: two workers never time on one GPU at once."""
+    device = current_cuda_device()
+    with gpu_lock(device_key(device.index), wait_s=config.timeout_s):
+        return time_cuda_call(timed, config.timing, device, before_sample)
+
+
+def _failure(kernel: Kernel, exc: Exception, prefix: str = "") -> WorkloadOutcome:
+    """RUNTIME_ERROR for an exception of the kernel; a DeviceFault if it is a CUDA error or left one behind."""
+    outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=f"{prefix}{_describe(exc)}")
+    if kernel.device == CUDA and (is_device_error(exc) or not cuda_healthy()):
+        reason = f"{outcome.reason} (a CUDA error: the worker's GPU context is unusable, so the worker was replaced)"
+        raise DeviceFault(outcome.model_copy(update={"reason": reason}))
+    return outcome
+
+
 def _run_once(
     kernel: Kernel,
     call: Callable[[], object],
@@ -166,11 +219,13 @@ def _run_once(
     inputs: Mapping[str, Value],
     pristine: Mapping[str, Value],
 ) -> WorkloadOutcome | object:
-    """Calls the kernel once: what it produced (its return value, or the filled outputs) or a failure."""
+    """Calls the kernel once and waits for it: what it produced (its return value, or the filled outputs) or a
+    failure. A CUDA error raises DeviceFault."""
     try:
         result = call()
+        synchronize(kernel.device)
     except Exception as exc:
-        return WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=_describe(exc))
+        return _failure(kernel, exc)
     changed = _changed_input(inputs, pristine)
     if changed:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"the kernel modified its input {changed!r}")
@@ -257,9 +312,9 @@ def _label(outcome: WorkloadOutcome, trial: int, reuse: bool) -> WorkloadOutcome
     return outcome.model_copy(update={"reason": f"{outcome.reason} ({where})"})
 
 
-def _nan_outputs(definition: Definition, axes: dict[str, int]) -> dict[str, torch.Tensor]:
+def _nan_outputs(definition: Definition, axes: dict[str, int], device: str = "cpu") -> dict[str, torch.Tensor]:
     outputs = {
-        name: torch.empty(definition.shape_of(spec, axes) or (), dtype=torch_dtype(spec.dtype))
+        name: torch.empty(definition.shape_of(spec, axes) or (), dtype=torch_dtype(spec.dtype), device=device)
         for name, spec in definition.outputs.items()
     }
     _fill_sentinel(outputs)

@@ -78,12 +78,21 @@ class LocalRunner:
     """Evaluates in a worker subprocess on this machine.
 
     ``fresh=True`` starts a new worker with an empty build cache for every solution: the cost a harness
-    without a warm worker pays (used by the benchmark for comparison).
+    without a warm worker pays (used by the benchmark for comparison). ``gpu=N`` gives the worker GPU N alone
+    (``CUDA_VISIBLE_DEVICES=N``) and no address-space limit (``memory_limit_mb`` is ignored: CUDA reserves
+    huge virtual memory); a CUDA fault replaces the worker like a crash does.
     """
 
-    def __init__(self, cache_root: Path | None = None, memory_limit_mb: int | None = None, fresh: bool = False):
+    def __init__(
+        self,
+        cache_root: Path | None = None,
+        memory_limit_mb: int | None = None,
+        fresh: bool = False,
+        gpu: int | None = None,
+    ):
         self._cache_root = cache_root
-        self._memory_limit_mb = memory_limit_mb
+        self._memory_limit_mb = None if gpu is not None else memory_limit_mb
+        self._gpu = gpu
         self._fresh = fresh
         self._worker: WorkerProcess | None = None
         self._scratch: Path | None = None
@@ -95,7 +104,7 @@ class LocalRunner:
             if self._fresh:
                 self._scratch = Path(tempfile.mkdtemp(prefix="evoteam-fresh-cache-"))
                 cache = self._scratch
-            self._worker = WorkerProcess(cache, self._memory_limit_mb)
+            self._worker = WorkerProcess(cache, self._memory_limit_mb, self._gpu)
         if not self._worker.alive:
             try:
                 self._worker.start()

@@ -1,4 +1,7 @@
-"""CPU timing: warm-up by time, cache flush outside the timed region, samples until the noise is low."""
+"""CPU timing: warm-up by time, cache flush outside the timed region, samples until the noise is low.
+
+The statistics (median, p20/p80, the median's noise) are shared with GPU timing (``gpu_timing.py``).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ class TimingConfig(BaseModel):
     """Stop once the 95% confidence half-width of the median, relative to the median, is below this."""
     flush_cache: bool = True
     flush_method: Literal["operands", "buffer"] = "operands"
-    """``operands`` evicts exactly the kernel's buffers; ``buffer`` writes twice the last-level cache."""
+    """``operands`` evicts exactly the kernel's buffers; ``buffer`` writes twice the last-level cache.
+    On a GPU both write a buffer of twice the L2 cache (a GPU has no per-line flush)."""
 
 
 class TimingStats(BaseModel):
@@ -36,6 +40,14 @@ class TimingStats(BaseModel):
     noise: float
     """Relative 95% confidence half-width of the median when sampling stopped."""
     warmup_calls: int
+    clock: Literal["cpu", "cuda_events"] = "cpu"
+    """``cpu``: perf_counter around each call; ``cuda_events``: CUDA events on the current stream."""
+    wall_per_call_ms: float | None = None
+    """GPU only: wall-clock time per call of back-to-back calls, the cross-check of the events."""
+    sm_clock_mhz: int | None = None
+    """GPU only: the SM clock after sampling (None when NVML is unavailable)."""
+    flush_bytes: int | None = None
+    """GPU only: bytes written before each sample to evict L2 (None: no flush)."""
 
 
 def time_call(
@@ -68,14 +80,18 @@ def time_call(
             noise = relative_noise(samples)
             if noise < config.target_noise or clock() > stop_at:
                 break
-    noise = relative_noise(samples)
+    return summarize_samples(samples, warm_calls)
+
+
+def summarize_samples(samples: list[float], warmup_calls: int) -> TimingStats:
+    """Median, p20, p80, n and the final noise of per-call latencies in milliseconds."""
     return TimingStats(
         median_ms=statistics.median(samples),
         p20_ms=_quantile(samples, 0.2),
         p80_ms=_quantile(samples, 0.8),
         n=len(samples),
-        noise=noise,
-        warmup_calls=warm_calls,
+        noise=relative_noise(samples),
+        warmup_calls=warmup_calls,
     )
 
 

@@ -27,6 +27,8 @@ class KernelCallError(RuntimeError):
 
 class Kernel(Protocol):
     destination_passing: bool
+    device: str
+    """Where its tensors live and it runs: ``cpu`` or ``cuda`` (inputs, outputs and the reference follow)."""
 
     def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
         """Prepares one call; ``outputs`` is empty for value-returning kernels."""

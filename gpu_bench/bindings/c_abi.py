@@ -1,13 +1,14 @@
 """evoteam's plain C ABI, called through ctypes.
 
 ``extern "C" int ENTRY(const T* inputs..., T* outputs..., int64_t var_axes...)`` in definition order,
-scalars by value (``double`` or ``int64_t``), returning 0 on success.
+scalars by value (``double`` or ``int64_t``), returning 0 on success. The CUDA variant (``cuda_c.py``) adds
+a trailing ``cudaStream_t``; both share the loading and argument marshalling here.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -18,42 +19,61 @@ from evoteam.gpu_bench.inputs import Value
 from evoteam.gpu_bench.schema import Definition
 
 
+def load_c_function(library: str, symbol: str, definition: Definition, trailing: Sequence[Any] = ()) -> Any:
+    """The entry point with its argument types set (inputs, outputs, var axes, then ``trailing``)."""
+    try:
+        lib = ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)
+    except OSError as exc:
+        raise KernelLoadError(f"cannot load {library}: {exc}") from None
+    try:
+        fn: Any = getattr(lib, symbol)
+    except AttributeError:
+        raise KernelLoadError(
+            f'entry point {symbol!r} is not exported by the library (is it declared extern "C"?)'
+        ) from None
+    argtypes: list[Any] = []
+    for spec in definition.inputs.values():
+        argtypes.append(c_scalar_type(spec.dtype) if spec.shape is None else ctypes.c_void_p)
+    argtypes += [ctypes.c_void_p] * len(definition.outputs)
+    argtypes += [ctypes.c_int64] * len(definition.var_axes())
+    argtypes += list(trailing)
+    fn.argtypes = argtypes
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def c_arguments(
+    definition: Definition,
+    inputs: Mapping[str, Value],
+    outputs: Mapping[str, torch.Tensor],
+    axes: Mapping[str, int],
+) -> list[Any]:
+    """Pointers of inputs and outputs, scalars by value, then the variable axes (definition order)."""
+    args: list[Any] = []
+    for name, spec in definition.inputs.items():
+        value = inputs[name]
+        if isinstance(value, torch.Tensor):
+            args.append(ctypes.c_void_p(_contiguous(name, value).data_ptr()))
+        elif c_scalar_type(spec.dtype) is ctypes.c_double:
+            args.append(ctypes.c_double(float(value)))
+        else:
+            args.append(ctypes.c_int64(int(value)))
+    for name in definition.outputs:
+        args.append(ctypes.c_void_p(_contiguous(name, outputs[name]).data_ptr()))
+    args += [ctypes.c_int64(axes[name]) for name in definition.var_axes()]
+    return args
+
+
 class CKernel:
     destination_passing = True
+    device = "cpu"
 
     def __init__(self, library: str, symbol: str, definition: Definition) -> None:
-        try:
-            self._lib = ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)
-        except OSError as exc:
-            raise KernelLoadError(f"cannot load {library}: {exc}") from None
-        try:
-            self._fn: Any = getattr(self._lib, symbol)
-        except AttributeError:
-            raise KernelLoadError(
-                f'entry point {symbol!r} is not exported by the library (is it declared extern "C"?)'
-            ) from None
+        self._fn = load_c_function(library, symbol, definition)
         self._definition = definition
-        argtypes: list[Any] = []
-        for spec in definition.inputs.values():
-            argtypes.append(c_scalar_type(spec.dtype) if spec.shape is None else ctypes.c_void_p)
-        argtypes += [ctypes.c_void_p] * len(definition.outputs)
-        argtypes += [ctypes.c_int64] * len(definition.var_axes())
-        self._fn.argtypes = argtypes
-        self._fn.restype = ctypes.c_int
 
     def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
-        args: list[Any] = []
-        for name, spec in self._definition.inputs.items():
-            value = inputs[name]
-            if isinstance(value, torch.Tensor):
-                args.append(ctypes.c_void_p(_contiguous(name, value).data_ptr()))
-            elif c_scalar_type(spec.dtype) is ctypes.c_double:
-                args.append(ctypes.c_double(float(value)))
-            else:
-                args.append(ctypes.c_int64(int(value)))
-        for name in self._definition.outputs:
-            args.append(ctypes.c_void_p(_contiguous(name, outputs[name]).data_ptr()))
-        args += [ctypes.c_int64(axes[name]) for name in self._definition.var_axes()]
+        args = c_arguments(self._definition, inputs, outputs, axes)
         fn = self._fn
 
         def call() -> None:

@@ -1,4 +1,7 @@
-"""The ``python`` binding: a function on torch tensors, ``run(*inputs, *outputs)`` or ``run(*inputs)``."""
+"""The ``python`` binding: a function on torch tensors, ``run(*inputs, *outputs)`` or ``run(*inputs)``.
+
+Its tensors live on the CPU when the solution targets ``cpu``, and on the GPU otherwise (Triton, CUDA Python).
+"""
 
 from __future__ import annotations
 
@@ -16,8 +19,11 @@ from evoteam.gpu_bench.schema import Definition
 
 
 class PythonKernel:
-    def __init__(self, folder: str, entry_file: str, symbol: str, definition: Definition, dps: bool) -> None:
+    def __init__(
+        self, folder: str, entry_file: str, symbol: str, definition: Definition, dps: bool, device: str = "cpu"
+    ) -> None:
         self.destination_passing = dps
+        self.device = device
         self._definition = definition
         self._fn = _load(Path(folder), entry_file, symbol)
 

@@ -34,6 +34,7 @@ def tvm_ffi_link_flags() -> list[str]:
 
 class TvmFfiKernel:
     destination_passing = True
+    device = "cpu"
 
     def __init__(self, library: str, symbol: str, definition: Definition) -> None:
         try:

@@ -3,6 +3,9 @@
 A worker that crashes (segfault, abort) or outlives its deadline is killed with its whole process group and
 described as a ``WorkerLost``; the caller turns that into a status and starts a new worker. Nothing here
 ever lets a candidate's failure escape as a crash of the caller.
+
+A GPU worker sees exactly one GPU (``CUDA_VISIBLE_DEVICES``) and runs without an address-space limit: CUDA
+reserves far more virtual memory than any limit that still protects the machine would allow.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
@@ -50,12 +54,23 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "evoteam.gpu_bench.worker"]
 
 
+def worker_environment(gpu: int | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The worker's environment: ours, with ``CUDA_VISIBLE_DEVICES`` set to the one GPU it may use."""
+    env = dict(os.environ if base is None else base)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    return env
+
+
 class WorkerProcess:
     """One ``evoteam worker`` child; not thread-safe (one request at a time)."""
 
-    def __init__(self, cache_root: Path | None = None, memory_limit_mb: int | None = None) -> None:
+    def __init__(
+        self, cache_root: Path | None = None, memory_limit_mb: int | None = None, gpu: int | None = None
+    ) -> None:
         self._cache_root = cache_root
-        self._memory_limit_mb = memory_limit_mb
+        self._memory_limit_mb = None if gpu is not None else memory_limit_mb
+        self.gpu = gpu
         self._proc: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._log_dir = Path(tempfile.mkdtemp(prefix="evoteam-worker-"))
@@ -78,6 +93,7 @@ class WorkerProcess:
         self._lines = queue.Queue()
         self._proc = subprocess.Popen(
             cmd,
+            env=worker_environment(self.gpu),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

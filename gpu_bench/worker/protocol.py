@@ -57,7 +57,8 @@ class Evaluated(BaseModel):
     log: str = ""
     """What the kernel printed (stdout and stderr) during this workload."""
     worker_exiting: bool = False
-    """The worker's shared state was tampered with; it exits after this answer and must be replaced."""
+    """The worker's shared state was tampered with, or a CUDA error left its GPU context unusable; it exits
+    after this answer and must be replaced."""
 
 
 class Failed(BaseModel):

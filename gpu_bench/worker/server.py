@@ -3,6 +3,9 @@
 It keeps built kernels and compiled references warm between requests. Before reading any request it moves
 the protocol to private file descriptors and points fds 0/1/2 at /dev/null and the log file, so nothing a
 kernel prints can corrupt the protocol, and every byte it prints lands in that request's log.
+
+A worker that must not go on (a candidate patched torch, or a kernel's CUDA error left the GPU context
+unusable) answers with ``worker_exiting`` and exits; its owner starts a fresh one for the next workload.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.build import build
 from evoteam.gpu_bench.environment import environment
 from evoteam.gpu_bench.evaluate import (
+    DeviceFault,
     ReferenceFailure,
     RunReference,
     WorkloadOutcome,
@@ -97,6 +101,9 @@ class _Worker:
             return Failed(id=request.id, error="input", message=str(exc))
         except ReferenceFailure as exc:
             return Failed(id=request.id, error="reference", message=str(exc))
+        except DeviceFault as fault:
+            self.tainted = True
+            return Evaluated(id=request.id, outcome=fault.outcome, log=self._log(), worker_exiting=True)
         log = self._log()
         replaced = integrity.tampered(self._pristine)
         if replaced:

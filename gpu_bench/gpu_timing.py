@@ -1,0 +1,178 @@
+"""GPU timing: warm-up by time, an L2 flush outside the timed region, CUDA events around each call.
+
+Per sample: the caller's input rotation, then a write of twice the L2 cache (both on the current stream,
+before the start event), then start event → call → stop event, then a device-wide synchronize. The events
+are on torch's current stream, where every binding launches. A kernel that puts its work on another stream
+would escape them, so the events are cross-checked by the wall clock over back-to-back calls; when the two
+disagree wildly the timing fails. The device sits behind a small Protocol, so the logic runs here with a fake.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+
+from evoteam.gpu_bench.timing import TimingConfig, TimingStats, relative_noise, summarize_samples
+
+MIN_FLUSH_BYTES = 64 * 1024**2
+"""Used when the device does not report its L2 size."""
+CROSS_CHECK_MS = 20.0
+"""The back-to-back cross-check runs for about this long (at least 3 and at most 200 calls)."""
+WALL_FACTOR = 2.0
+WALL_SLACK_MS = 1.0
+"""The wall clock may exceed the events by this factor plus this slack before the timing fails."""
+
+
+class Event(Protocol):
+    def elapsed_ms(self, end: Event) -> float:
+        """Milliseconds from this event to ``end`` (both complete)."""
+        ...
+
+
+class CudaDevice(Protocol):
+    flush_bytes: int
+
+    def synchronize(self) -> None: ...
+
+    def record(self) -> Event:
+        """An event recorded now on the current stream."""
+        ...
+
+    def flush_l2(self) -> None:
+        """Writes ``flush_bytes`` on the current stream, evicting L2."""
+        ...
+
+    def sm_clock_mhz(self) -> int | None: ...
+
+
+class TimingMismatch(RuntimeError):
+    """The events saw much less time than the wall clock: the kernel's work is not on the current stream."""
+
+
+def flush_buffer_bytes(l2_bytes: int) -> int:
+    """Twice the L2 cache, rounded up to a MiB (at least ``MIN_FLUSH_BYTES`` when the size is unknown)."""
+    if l2_bytes <= 0:
+        return MIN_FLUSH_BYTES
+    mib = 1024**2
+    return -(-2 * l2_bytes // mib) * mib
+
+
+def time_cuda_call(
+    call: Callable[[], object],
+    config: TimingConfig,
+    device: CudaDevice,
+    before_sample: Callable[[int], None] | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> TimingStats:
+    """Times ``call`` with CUDA events; exceptions of ``call`` (and CUDA errors) propagate."""
+    warm_calls = 0
+    deadline = clock() + int(config.warmup_s * 1e9)
+    while warm_calls < 3 or clock() < deadline:
+        call()
+        device.synchronize()  # warm-up by time: without it the host would queue far more than warmup_s of work
+        warm_calls += 1
+    samples: list[float] = []
+    stop_at = clock() + int(config.max_time_s * 1e9)
+    while len(samples) < config.max_samples:
+        if before_sample is not None:
+            before_sample(len(samples))
+        if config.flush_cache:
+            device.flush_l2()
+        start = device.record()
+        call()
+        end = device.record()
+        device.synchronize()
+        samples.append(start.elapsed_ms(end))
+        if len(samples) >= config.min_samples and (relative_noise(samples) < config.target_noise or clock() > stop_at):
+            break
+    clock_mhz = device.sm_clock_mhz()
+    stats = summarize_samples(samples, warm_calls)
+    wall = cross_check(call, device, stats.median_ms, clock)
+    return stats.model_copy(
+        update={
+            "clock": "cuda_events",
+            "wall_per_call_ms": wall,
+            "sm_clock_mhz": clock_mhz,
+            "flush_bytes": device.flush_bytes if config.flush_cache else None,
+        }
+    )
+
+
+def cross_check(
+    call: Callable[[], object], device: CudaDevice, median_ms: float, clock: Callable[[], int] = time.perf_counter_ns
+) -> float:
+    """Wall time per call of back-to-back calls; TimingMismatch if the events on the current stream saw
+    much less. Honest work on the current stream keeps the two within microseconds of each other."""
+    calls = max(3, min(200, math.ceil(CROSS_CHECK_MS / max(median_ms, 1e-3))))
+    device.synchronize()
+    began = clock()
+    first = device.record()
+    for _ in range(calls):
+        call()
+    last = device.record()
+    device.synchronize()  # device-wide: waits for work on every stream
+    wall_ms = (clock() - began) / 1e6
+    events_ms = first.elapsed_ms(last)
+    if wall_ms > WALL_FACTOR * events_ms + WALL_SLACK_MS:
+        raise TimingMismatch(
+            f"{calls} back-to-back calls took {wall_ms:.3f} ms of wall time but {events_ms:.3f} ms between CUDA "
+            "events on the current stream: the kernel's work runs on another stream (launch on the stream the "
+            "harness passes, torch.cuda.current_stream())"
+        )
+    return wall_ms / calls
+
+
+class TorchCudaDevice:
+    """torch's current CUDA device: events, a flush buffer of twice its L2, the SM clock from NVML."""
+
+    def __init__(self, index: int | None = None) -> None:
+        self.index = torch.cuda.current_device() if index is None else index
+        l2 = int(getattr(torch.cuda.get_device_properties(self.index), "L2_cache_size", 0) or 0)
+        self.flush_bytes = flush_buffer_bytes(l2)
+        self._buffer: torch.Tensor | None = None
+        self._fills = 0
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.index)
+
+    def record(self) -> Event:
+        cuda: Any = torch.cuda  # Event's constructor is untyped
+        event = cuda.Event(enable_timing=True)
+        event.record()
+        return _TorchEvent(event)
+
+    def flush_l2(self) -> None:
+        if self._buffer is None:
+            self._buffer = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=self.index)
+        self._fills = (self._fills + 1) & 0x7FFFFFFF
+        self._buffer.fill_(self._fills)  # a new value each time: no write can be skipped as unchanged
+
+    def sm_clock_mhz(self) -> int | None:
+        """The SM clock in MHz through NVML (pynvml), which torch maps to this device; None without it."""
+        try:
+            importlib.import_module("pynvml")
+            return int(torch.cuda.clock_rate(self.index))
+        except Exception:
+            return None
+
+
+@functools.cache
+def current_cuda_device() -> TorchCudaDevice:
+    """The device torch uses in this process (one per worker), kept with its flush buffer."""
+    return TorchCudaDevice()
+
+
+class _TorchEvent:
+    def __init__(self, event: torch.cuda.Event) -> None:
+        self.event = event
+
+    def elapsed_ms(self, end: Event) -> float:
+        if not isinstance(end, _TorchEvent):
+            raise TypeError("both events must come from the same device")
+        return float(self.event.elapsed_time(end.event))
