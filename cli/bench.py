@@ -54,6 +54,7 @@ def add_parser(sub: Any) -> None:
         help="before each timed sample: evict the kernel's buffers from the caches (default), write a buffer "
         "of twice the last-level cache, or nothing",
     )
+    p.add_argument("--gpu", type=int, default=0, help="the GPU index a CUDA kernel runs on (default 0)")
     p.add_argument(
         "--memory-limit-mb",
         type=int,
@@ -156,9 +157,11 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
     )
     reporter = Reporter(enabled=not args.json, total=2 * len(job.workloads))
     limit = args.memory_limit_mb
-    if limit is None and all(h == "cpu" for h in job.candidate.spec.target_hardware):
+    on_cpu = all(h == "cpu" for h in job.candidate.spec.target_hardware)
+    if limit is None and on_cpu:
         limit = default_memory_limit_mb()
-    runner = LocalRunner(memory_limit_mb=limit or None)
+    # a GPU worker owns one GPU and has no address-space limit (CUDA reserves vast virtual memory)
+    runner = LocalRunner(memory_limit_mb=limit or None, gpu=None if on_cpu else args.gpu)
     try:
         with reporter:
             evaluator = Evaluator(runner)

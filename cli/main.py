@@ -8,12 +8,14 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evoteam.cli import bench, worker
+    from evoteam.cli import bench, check, profile, worker
 
     parser = argparse.ArgumentParser(prog="evoteam", description="Evolving agent teams for kernel optimization.")
     parser.add_argument("--version", action="version", version=f"evoteam {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     bench.add_parser(sub)
+    check.add_parser(sub)
+    profile.add_parser(sub)
     worker.add_parser(sub)
     return parser
 

@@ -1,0 +1,62 @@
+"""The program ncu profiles: ``python -m evoteam.gpu_bench.profile_target REQUEST.json`` loads the built
+kernel, makes one workload's inputs on the GPU and calls the kernel a few times.
+
+Exit status 0 when every call returned, 1 when the kernel could not be loaded or called (the reason on stderr),
+2 on a bad request file. It prints nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from evoteam.gpu_bench.profile import ProfileRequest
+
+
+def run(request: ProfileRequest) -> None:
+    """Loads and calls the kernel ``request.calls`` times, then waits for the GPU; errors propagate."""
+    import torch
+
+    from evoteam.gpu_bench.bindings.load import load_kernel
+    from evoteam.gpu_bench.dtypes import torch_dtype
+    from evoteam.gpu_bench.inputs import make_inputs
+
+    definition, workload = request.definition, request.workload
+    kernel = load_kernel(request.solution, request.artifact, definition)
+    blob_root = Path(request.blob_root) if request.blob_root else None
+    inputs = make_inputs(definition, workload, request.seed, blob_root, device="cuda")
+    axes = definition.axis_values(workload.axes)
+    outputs: dict[str, torch.Tensor] = {}
+    if kernel.destination_passing:
+        for name, spec in definition.outputs.items():
+            shape = definition.shape_of(spec, axes) or ()
+            outputs[name] = torch.zeros(shape, dtype=torch_dtype(spec.dtype), device="cuda")
+    call = kernel.bind(inputs, outputs, axes)
+    for _ in range(request.calls):
+        call()
+    torch.cuda.synchronize()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m evoteam.gpu_bench.profile_target REQUEST.json", file=sys.stderr)
+        return 2
+    try:
+        request = ProfileRequest.model_validate_json(Path(args[0]).read_text())
+    except (OSError, ValidationError) as exc:
+        print(f"profile_target: bad request {args[0]}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        run(request)
+    except Exception as exc:  # the kernel's failure, reported to the profiler's caller as text
+        print(f"profile_target: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
