@@ -16,6 +16,7 @@ from conftest import DATA, REPO
 from evoteam.cli.main import build_parser
 from evoteam.cli.profile import profile_command, select_workload
 from evoteam.gpu_bench.build import BuildResult
+from evoteam.gpu_bench.ncu_csv import number, parse_raw_csv
 from evoteam.gpu_bench.profile import (
     DEFAULT_SECTIONS,
     FakeHost,
@@ -25,8 +26,6 @@ from evoteam.gpu_bench.profile import (
     ProfileUnavailable,
     find_ncu,
     ncu_command,
-    number,
-    parse_raw_csv,
     profile_workload,
     require_profiler,
 )
