@@ -1,4 +1,5 @@
-"""Agents that write kernels: role specs, prompt templates, tools and LLM backends (built in a later issue).
+"""Agents that write kernels: role specs and prompt templates, the workspace-confined tool set, the knowledge
+store, the tool-loop agent and the LLM backends (anthropic, claude-code, scripted, offline).
 
 Imports only ``evoteam.gpu_bench``.
 """
