@@ -83,7 +83,10 @@ class ViewTool:
                 break
             out.append(row)
         body = "\n".join(out) if out else "(empty file)"
-        return ToolResult(content=body, data={"path": args.path, "lines": len(lines)})
+        data: dict[str, object] = {"path": args.path, "lines": len(lines)}
+        if args.start_line is None and args.end_line is None:
+            data["text"] = read[1]  # the exact file, for programs (the offline tuner); the model reads the lines
+        return ToolResult(content=body, data=data)
 
 
 class ListInput(_Input):
