@@ -1,0 +1,47 @@
+"""Which agent backend a run gets: offline without a key, anthropic with one, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import DATA, KERNELS
+from evoteam.gpu_bench.task import KernelTask
+from evoteam.roles.agent import LoopAgent
+from evoteam.roles.backends.choose import BackendError, choose_backend, make_agent
+from evoteam.roles.offline.agent import OfflineTunerAgent
+
+TASK = KernelTask.model_validate(
+    {
+        "name": "scale_add",
+        "source": KERNELS / "tunable_scale_add.cpp",
+        "language": "cpp",
+        "binding": "c",
+        "entry": "scale_add",
+        "definition": DATA / "scale_add.json",
+        "workloads": DATA / "scale_add.jsonl",
+        "knobs": {"BLOCK": [64, 256]},
+    }
+)
+
+
+def test_auto_is_offline_without_a_key_and_anthropic_with_one() -> None:
+    assert choose_backend(None, {}) == "offline"
+    assert choose_backend("auto", {"ANTHROPIC_API_KEY": ""}) == "offline"  # empty counts as unset
+    assert choose_backend("auto", {"ANTHROPIC_API_KEY": "sk-test"}) == "anthropic"
+    assert choose_backend(None, {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}) == "anthropic"
+    assert choose_backend("Claude-Code", {}) == "claude-code"
+
+
+def test_unknown_backend_names_the_choices() -> None:
+    with pytest.raises(BackendError, match="auto, anthropic, claude-code, offline"):
+        choose_backend("gpt", {})
+
+
+def test_make_agent_builds_each_backend_without_calling_anything() -> None:
+    offline = make_agent("offline", TASK, {})
+    assert isinstance(offline, OfflineTunerAgent)
+    loop = make_agent("anthropic", TASK, {"ANTHROPIC_API_KEY": "sk-test"}, model="claude-haiku-4-5")
+    assert isinstance(loop, LoopAgent)
+    with pytest.raises(BackendError, match="ANTHROPIC_API_KEY"):
+        make_agent("anthropic", TASK, {})
+    assert type(make_agent("claude-code", TASK, {})).__name__ == "ClaudeCodeAgent"
