@@ -7,7 +7,6 @@ kept with the artifact so a cache hit reports them too. No torch here: ``evoteam
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil
@@ -21,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from evoteam.gpu_bench.cuda import nvcc
 from evoteam.gpu_bench.schema import Binding, Diagnostic, KernelResources, Language, Solution
+from evoteam.gpu_bench.tool_version import version_line
 
 DEFAULT_CXX_FLAGS = ("-O3",)
 BUILD_TIMEOUT_S = 300.0
@@ -50,13 +50,8 @@ def default_cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "evoteam" / "build"
 
 
-@functools.cache
 def compiler_identity(cxx: str) -> str:
-    try:
-        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except OSError as exc:
-        return f"{cxx}: unavailable ({exc})"
-    return out.stdout.splitlines()[0] if out.stdout else cxx
+    return version_line(cxx)
 
 
 def cxx_compiler() -> str:

@@ -92,15 +92,20 @@ class KernelTask(BaseModel):
                 sources.append(SourceFile(path=path.name, content=path.read_text()))
             except OSError as exc:
                 raise TaskError(f"kernel {self.name}: cannot read {path}: {exc.strerror}") from None
-        spec = BuildSpec(
+        return Solution(
+            name=f"{self.name}", definition=definition.name, author="user", spec=self.build_spec(), sources=sources
+        )
+
+    def build_spec(self, entry_file: str | None = None) -> BuildSpec:
+        """How this task's sources build and are called; ``entry_file`` names another file holding the entry."""
+        return BuildSpec(
             language=self.language,
             target_hardware=[self.target],
-            entry_point=f"{self.source.name}::{self.entry}",
+            entry_point=f"{entry_file or self.source.name}::{self.entry}",
             binding=self.binding,
             compile_flags=self.flags,
             launch=self.launch,
         )
-        return Solution(name=f"{self.name}", definition=definition.name, author="user", spec=spec, sources=sources)
 
     def baseline_solution(self, definition: Definition) -> Solution:
         if self.baseline == "reference":

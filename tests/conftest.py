@@ -14,7 +14,7 @@ from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Definition, Language, Solution, SourceFile, Workload
-from evoteam.gpu_bench.task import load_definition, load_workloads
+from evoteam.gpu_bench.task import KernelTask, load_definition, load_workloads
 from evoteam.gpu_bench.timing import TimingConfig
 
 TESTS = Path(__file__).parent
@@ -49,6 +49,22 @@ def definition() -> Definition:
 @pytest.fixture(scope="session")
 def workloads() -> list[Workload]:
     return load_workloads(DATA / "scale_add.jsonl")
+
+
+def scale_add_task(kernel: str = "honest.cpp", **changes: object) -> KernelTask:
+    """The scale_add task of tests/data with its source in tests/kernels (fields overridable)."""
+    values: dict[str, object] = {
+        "name": "scale_add",
+        "source": KERNELS / kernel,
+        "language": "cpp",
+        "binding": "c",
+        "entry": "scale_add",
+        "definition": DATA / "scale_add.json",
+        "workloads": DATA / "scale_add.jsonl",
+        "flags": ["-O2"],
+    }
+    values.update(changes)
+    return KernelTask.model_validate(values)
 
 
 def kernel_solution(filename: str, definition_name: str = "scale_add_f32", symbol: str | None = None) -> Solution:

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, KERNELS, quick_config
+from conftest import KERNELS, quick_config, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.schema import Solution
-from evoteam.gpu_bench.task import KernelTask
 from evoteam.roles.agent import AgentEvent, LoopAgent
 from evoteam.roles.agent_api import AgentContext, Assignment, Submission
 from evoteam.roles.backends.scripted import ScriptedLLM, Step, text, tool_call
@@ -46,18 +45,7 @@ class Counting:
 
 class Setup:
     def __init__(self, tmp_path: Path, evaluator: Evaluator, role: str = "Optimizer") -> None:
-        self.task = KernelTask.model_validate(
-            {
-                "name": "scale_add",
-                "source": KERNELS / "honest.cpp",
-                "language": "cpp",
-                "binding": "c",
-                "entry": "scale_add",
-                "definition": DATA / "scale_add.json",
-                "workloads": DATA / "scale_add.jsonl",
-                "flags": ["-O2"],
-            }
-        )
+        self.task = scale_add_task()
         self.outside = tmp_path
         self.workspace = seed_workspace(self.task, tmp_path / "ws")
         self.service = Counting(TaskEvaluations(evaluator, self.task, quick_config()))

@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import DATA, KERNELS
-from evoteam.gpu_bench.task import KernelTask
+from conftest import scale_add_task
 from evoteam.roles.agent import LoopAgent
 from evoteam.roles.backends.choose import BackendError, choose_backend, make_agent
 from evoteam.roles.offline.agent import OfflineTunerAgent
 
-TASK = KernelTask.model_validate(
-    {
-        "name": "scale_add",
-        "source": KERNELS / "tunable_scale_add.cpp",
-        "language": "cpp",
-        "binding": "c",
-        "entry": "scale_add",
-        "definition": DATA / "scale_add.json",
-        "workloads": DATA / "scale_add.jsonl",
-        "knobs": {"BLOCK": [64, 256]},
-    }
-)
+TASK = scale_add_task("tunable_scale_add.cpp", knobs={"BLOCK": [64, 256]})
 
 
 def test_auto_is_offline_without_a_key_and_anthropic_with_one() -> None:

@@ -6,13 +6,11 @@ commands run again now (``live``; skipped without nvcc/g++), which catches a cha
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Protocol
 
+import cuda_recordings as recordings
 import pytest
 
 from evoteam.gpu_bench.cuda.diagnostics import parse_diagnostics
@@ -24,24 +22,11 @@ from evoteam.gpu_bench.schema import Diagnostic, Related, Severity
 CUDA = Path(__file__).parent / "cuda"
 
 
-def _recordings() -> ModuleType:
-    """``tests/cuda/recordings.py``, loaded by path (a top-level ``cuda`` name would clash with cuda-python)."""
-    name = "evoteam_test_cuda_recordings"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, CUDA / "recordings.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-recordings = _recordings()
 SOURCES = {str(p.relative_to(CUDA)): p.read_text() for p in CUDA.glob("*/**/*") if p.suffix in (".cu", ".cuh", ".cpp")}
 
 
 class Source(Protocol):
-    """``Recorded`` or ``Live`` of ``tests/cuda/recordings.py``."""
+    """``Recorded`` or ``Live`` of ``tests/cuda_recordings.py``."""
 
     kind: str
     build: str

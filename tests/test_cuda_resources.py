@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Protocol
 
+import cuda_recordings as recordings
 import pytest
 
 from evoteam.gpu_bench.cuda import resources
@@ -16,21 +14,6 @@ from evoteam.gpu_bench.cuda.resources import demangle, parse_resources
 from evoteam.gpu_bench.schema import KernelResources
 
 CUDA = Path(__file__).parent / "cuda"
-
-
-def _recordings() -> ModuleType:
-    """``tests/cuda/recordings.py``, loaded by path (a top-level ``cuda`` name would clash with cuda-python)."""
-    name = "evoteam_test_cuda_recordings"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, CUDA / "recordings.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-recordings = _recordings()
 
 
 class Source(Protocol):

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from conftest import DATA, KERNELS, quick_config
+from conftest import quick_config
+from conftest import scale_add_task as shared_scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.schema import BuildSpec, Solution, SourceFile
@@ -278,18 +279,7 @@ def test_for_task_takes_the_entry_file_declared_knobs_and_language() -> None:
 
 
 def scale_add_task(**changes: object) -> KernelTask:
-    values: dict[str, object] = {
-        "name": "scale_add",
-        "source": KERNELS / "tunable_scale_add.cpp",
-        "language": "cpp",
-        "binding": "c",
-        "entry": "scale_add",
-        "definition": DATA / "scale_add.json",
-        "workloads": DATA / "scale_add.jsonl",
-        "flags": ["-O2"],
-    }
-    values.update(changes)
-    return KernelTask.model_validate(values)
+    return shared_scale_add_task("tunable_scale_add.cpp", **changes)
 
 
 class Counting:

@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
-from conftest import DATA, KERNELS
+from conftest import KERNELS, scale_add_task
 from evoteam.gpu_bench.build import BuildResult
 from evoteam.gpu_bench.check import CheckResult, check_solution
 from evoteam.gpu_bench.cuda.constraints import Constraints
 from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, summarize
 from evoteam.gpu_bench.schema import Diagnostic, EvaluationStatus, KernelResources, Language, Severity, Solution
-from evoteam.gpu_bench.task import KernelTask
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.builtin import builtin_roles
 from evoteam.roles.knowledge import Kind, KnowledgeStore
@@ -27,21 +26,6 @@ from evoteam.roles.tools.profiling import FakeProfiler, ProfileReport, WorkloadP
 from evoteam.roles.workspace import Workspace
 
 AUTHOR = Author(role="Optimizer", agent_id="opt-1", round=2)
-
-
-def scale_add_task(**changes: object) -> KernelTask:
-    values: dict[str, object] = {
-        "name": "scale_add",
-        "source": KERNELS / "honest.cpp",
-        "language": "cpp",
-        "binding": "c",
-        "entry": "scale_add",
-        "definition": DATA / "scale_add.json",
-        "workloads": DATA / "scale_add.jsonl",
-        "flags": ["-O2"],
-    }
-    values.update(changes)
-    return KernelTask.model_validate(values)
 
 
 class Kit:

@@ -6,7 +6,6 @@ Imports nothing heavy (no torch): ``evoteam check`` runs this on every save in t
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import re
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
+
+from evoteam.gpu_bench.tool_version import version_line
 
 DEFAULT_ARCH = "sm_90a"
 DEFAULT_NVCC_FLAGS = ("-O3",)
@@ -51,15 +52,9 @@ def find_nvcc() -> str | None:
     return str(default) if default.is_file() else None
 
 
-@functools.cache
 def nvcc_identity(nvcc: str) -> str:
     """nvcc's release line (part of the build key: a new compiler makes new code)."""
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except OSError as exc:
-        return f"{nvcc}: unavailable ({exc})"
-    lines = [line for line in out.stdout.splitlines() if line.strip()]
-    return lines[-1] if lines else nvcc
+    return version_line(nvcc, last=True)
 
 
 def resolve_arch(target_hardware: list[str]) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evoteam.gpu_bench.schema import BuildSpec, Solution, SourceFile
+from evoteam.gpu_bench.schema import Solution, SourceFile
 from evoteam.gpu_bench.task import KernelTask
 from evoteam.roles.workspace import Workspace, WorkspaceError
 
@@ -53,14 +53,7 @@ def workspace_solution(
             raise CandidateError(f"the kernel file {relative!r} is not in the workspace") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise CandidateError(f"cannot read the kernel file {relative!r}: {exc}") from None
-    spec = BuildSpec(
-        language=task.language,
-        target_hardware=[task.target],
-        entry_point=f"{entry}::{task.entry}",
-        binding=task.binding,
-        compile_flags=task.flags,
-        launch=task.launch,
-    )
+    spec = task.build_spec(entry)
     return Solution(
         name=name, definition=definition, author=author, spec=spec, sources=sources, description=description
     )

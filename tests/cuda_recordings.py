@@ -1,6 +1,6 @@
 """The real compiler output that the parser tests read: how it was recorded, and how to run it again now.
 
-Re-record by hand with ``python tests/cuda/recordings.py`` (needs nvcc and g++).
+Re-record by hand with ``python tests/cuda_recordings.py`` (needs nvcc and g++).
 
 Each case copies ``broken/`` and ``good/`` into the scratch build folder ``BUILD`` (a fixed path, so the
 recordings do not depend on where the repository lives), runs one command there and writes everything it
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent / "cuda"
 RECORDED = HERE / "recorded"
 BUILD = "/tmp/evoteam-cuda"
 """The scratch build folder named in the recorded commands; tests pass it as ``build_dir``."""
