@@ -86,13 +86,17 @@ class Reporter:
 
 
 def resources_table(resources: list[KernelResources]) -> Table:
-    table = Table(title="ptxas resources per kernel")
-    for column in ("kernel", "arch", "registers", "spill st/ld B", "smem B", "stack B", "cmem B", "barriers"):
-        table.add_column(column, justify="left" if column in ("kernel", "arch") else "right")
+    from evoteam.gpu_bench.cuda.resources import demangle
+
+    names = demangle([r.name for r in resources])
+    table = Table(title="ptxas resources per kernel (bytes)")
+    table.add_column("kernel", no_wrap=True)
+    for column in ("arch", "regs", "spill st/ld", "smem", "stack", "cmem", "bar"):
+        table.add_column(column, justify="left" if column == "arch" else "right")
     for r in resources:
         spills = f"{r.spill_stores}/{r.spill_loads}"
         table.add_row(
-            r.name,
+            _short(names.get(r.name, r.name)),
             r.arch,
             str(r.registers),
             f"[red]{spills}[/red]" if r.spill_stores or r.spill_loads else spills,
@@ -102,3 +106,9 @@ def resources_table(resources: list[KernelResources]) -> Table:
             str(r.barriers),
         )
     return table
+
+
+def _short(demangled: str) -> str:
+    """``void rmsnorm_kernel<true>(const bf16*, ...)`` → ``rmsnorm_kernel<true>``."""
+    name = demangled.split("(")[0]
+    return name.removeprefix("void ")

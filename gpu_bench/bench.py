@@ -124,9 +124,8 @@ class Evaluator:
         if key not in self._baselines:
             run = self._runner.run(definition, workloads, baseline, config, blob_root)
             if not run.ok:
-                raise BenchInputError(
-                    f"baseline {baseline.name!r} does not build: {run.load_error or run.build.log.strip()[-2000:]}"
-                )
+                why = run.load_error or run.build.log.strip()[-2000:]
+                raise BenchInputError(f"baseline {baseline.name!r} cannot be built or loaded: {why}")
             for w in run.workloads:
                 if w.outcome.status != EvaluationStatus.PASSED:
                     raise BenchInputError(
