@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 import pytest
 
 from evoteam.roles.offline.search import Config, Search, Space, run
-from evoteam.roles.offline.surrogate import UNSEEN_BONUS, best_unseen, effects
+from evoteam.roles.offline.surrogate import UNSEEN_BONUS, best_expected, best_unseen, effects, fit
 
 SPACE3 = Space({"a": list(range(8)), "b": list(range(8)), "c": list(range(8))})  # 512 configs
 SPACE4 = Space({k: list(range(9)) for k in "wxyz"})  # 6561 configs
@@ -163,3 +166,58 @@ def test_the_additive_model_rates_values_by_the_ranks_of_the_configs_holding_the
     assert best_unseen([3, 2], scores, set(scores), lambda k: 0.0, rng) == (2, 1)  # untried value, best other knob
     assert best_unseen([3, 2], scores, set(scores), lambda k: 10.0 * (k == (2, 1)), rng) == (2, 0)  # near a failure
     assert best_unseen([3, 2], dict(list(scores.items())[:2]), set(), lambda k: 0.0, rng) is None  # too few to fit
+
+
+def test_the_gaussian_process_sees_an_interaction_the_additive_model_misses() -> None:
+    # the score peaks along the diagonal a == b: no main effect, all interaction
+    scores = {(a, b): -float((a - b) ** 2) for a in range(4) for b in range(4) if (a, b) not in {(3, 3), (0, 3)}}
+    seen = set(scores)
+    assert best_unseen([4, 4], scores, seen, lambda k: 0.0, random.Random(0)) == (0, 3)  # misled
+    assert best_expected([4, 4], scores, seen, lambda k: 0.0, random.Random(0)) == (3, 3)
+    assert best_expected([4, 4], scores, seen, lambda k: 10.0 * (k == (3, 3)), random.Random(0)) == (0, 3)
+    assert best_expected([4, 4], dict(list(scores.items())[:2]), set(), lambda k: 0.0, random.Random(0)) is None
+    assert best_expected([4, 4], scores, seen | {(3, 3), (0, 3)}, lambda k: 0.0, random.Random(0)) is None
+
+
+def test_the_gaussian_process_fit_follows_the_scores_it_was_given() -> None:
+    keys = [(a, b, c) for a in range(3) for b in range(3) for c in (0, 2)]
+    values = [float(a + 2 * b - c) for a, b, c in keys]
+    model = fit([3, 3, 3], keys, values)
+    mean, spread = model.predict(np.array(keys))
+    assert np.corrcoef(mean, values)[0, 1] > 0.99
+    _, unseen_spread = model.predict(np.array([(1, 1, 1)]))
+    assert unseen_spread[0] > spread.max()  # less sure where it has no data
+
+
+def test_the_initial_design_is_a_latin_hypercube_of_a_quarter_of_the_budget() -> None:
+    space = Space({k: list(range(4)) for k in "abc"})
+    search = Search(space, budget=16, seed=4)
+    first = []
+    for _ in range(4):
+        config = search.ask()
+        assert config is not None
+        first.append(config)
+        search.tell(config, 0.0)
+    for knob in "abc":
+        assert sorted(c[knob] for c in first) == [0, 1, 2, 3]  # each value once
+
+
+def test_on_kernel_like_times_it_finds_the_optimum_in_a_tenth_of_the_space_on_average() -> None:
+    # log-time is main effects plus pairwise interactions, as with tile sizes; 192 configs, budget 20
+    space = Space({"i": [4, 8, 16, 32], "j": [32, 64, 128, 256], "k": [16, 32, 64, 128], "u": [1, 2, 4]})
+    rels = []
+    for seed in range(12):
+        rng = random.Random(seed)
+        main = {(n, v): rng.gauss(0, 0.35) for n in space.names for v in space.domains[space.names.index(n)]}
+        pair = {(n, v, m, w): rng.gauss(0, 0.2) for n in space.names for m in space.names if n < m
+                for v in space.domains[space.names.index(n)] for w in space.domains[space.names.index(m)]}  # fmt: skip
+
+        def time_ms(c: Config, main: dict[Any, float] = main, pair: dict[Any, float] = pair) -> float:
+            log_time = sum(main[n, c[n]] for n in c) + sum(pair[n, c[n], m, c[m]] for n in c for m in c if n < m)
+            return math.exp(log_time)
+
+        optimum = min(time_ms(space.config(k)) for k in itertools.product(*(range(len(d)) for d in space.domains)))
+        best = run(time_ms, space, budget=20, seed=seed, maximize=False).best
+        assert best is not None and best.score is not None
+        rels.append(best.score / optimum)
+    assert statistics.mean(rels) < 1.15, rels

@@ -1,12 +1,13 @@
 """A budgeted search over a product of knob domains: ``ask`` for a config to try, ``tell`` its score.
 
-Latin-hypercube starts (after any given start configs), then a mix of: the unseen config an additive model of
-the scores so far rates best (``surrogate``); local moves (one knob to a neighbouring value, around the best
-configs, continuing in a direction that just paid off); uniform recombination of the best configs with a
-little mutation; and a few random probes. Nothing is proposed twice; a config that failed (score None) is never
-retried and configs near failures are proposed later than others.
-Pure and deterministic given the seed: no I/O, no clock; imports nothing of evoteam but ``surrogate``.
-"""
+Latin-hypercube starts (after any given start configs; a quarter of the budget, 2 to 8), then a mix of: the
+unseen config a model of the scores so far rates best (``surrogate``: an additive rank model for the first few
+scores, then a Gaussian process with pairwise interactions on log scores, by expected improvement); local moves
+(one knob to a neighbouring value, around the best configs, continuing in a direction that just paid off);
+uniform recombination of the best configs with a little mutation; and a few random probes. Nothing is proposed
+twice; a config that failed (score None) is never retried and configs near failures are proposed later than
+others.
+Pure and deterministic given the seed: no I/O, no clock; imports nothing of evoteam but ``surrogate``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from evoteam.roles.offline.surrogate import best_unseen
+from evoteam.roles.offline.surrogate import best_expected, best_unseen
 
 Value = int | str
 Config = dict[str, Value]
@@ -23,7 +24,10 @@ Key = tuple[int, ...]
 
 # The operator a proposal tries first, by a uniform roll: below _MODEL the model's pick, below _LOCAL a local move,
 # below _RECOMBINE a recombination, else a random probe (each falls through to the next when it finds nothing).
-_MODEL, _LOCAL, _RECOMBINE = 0.5, 0.85, 0.95
+_MODEL, _LOCAL, _RECOMBINE = 0.7, 0.9, 0.97
+GP_FROM = 4
+"""From this many scored configs on, the model is a Gaussian process (``best_expected``); before, the additive
+rank model (``best_unseen``)."""
 
 
 class Space:
@@ -94,7 +98,7 @@ class Search:
         self._failed: set[Key] = set()
         self._pending: set[Key] = set()
         self._moves: dict[Key, tuple[Key, int, int]] = {}  # key → (parent, dim, delta) of the local move that made it
-        count = initial if initial is not None else max(2, min(8, budget // 5))
+        count = initial if initial is not None else max(2, min(8, budget // 4))
         self._queue: list[Key] = [space.key(s) for s in starts if space.contains(s)] + self._latin(count)
 
     @property
@@ -192,7 +196,19 @@ class Search:
 
     def _model(self) -> Key | None:
         sizes = [len(d) for d in self.space.domains]
-        return best_unseen(sizes, self._good, self._seen, self._penalty, self._rng)
+        if len(self._good) < GP_FROM:
+            return best_unseen(sizes, self._good, self._seen, self._penalty, self._rng)
+        extra = [n for e in self._elites()[:4] for step in (1, 2) for n in self.space.neighbours(e, step)]
+        return best_expected(sizes, self._model_values(), self._seen, self._penalty, self._rng, extra=extra)
+
+    def _model_values(self) -> dict[Key, float]:
+        """The scores as the model sees them (higher is better): the log of times or speedups when all are
+        positive (kernel timings vary by factors, not offsets), else as told."""
+        if all(v != 0 for v in self._good.values()) and (
+            all(v > 0 for v in self._good.values()) or all(v < 0 for v in self._good.values())
+        ):
+            return {k: math.log(abs(v)) if v > 0 else -math.log(-v) for k, v in self._good.items()}
+        return self._good
 
     def _local(self) -> Key | None:
         elites = self._elites()[:4]
