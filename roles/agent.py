@@ -145,7 +145,7 @@ class LoopAgent:
             input=_short(json.dumps(call.input, default=str)),
             is_error=result.is_error,
             result=_short(result.content.strip().splitlines()[0] if result.content.strip() else ""),
-            data=result.data,
+            data=_compact(result.data),
         )
         return ToolResultBlock(tool_use_id=call.id, content=result.content or "(no output)", is_error=result.is_error)
 
@@ -163,6 +163,13 @@ def _brief(round: int, brief: str) -> str:
 
 def _text(blocks: list[Block]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
+
+
+def _compact(data: dict[str, Any] | None, limit: int = 2000) -> dict[str, Any] | None:
+    """The result's facts for the journal, with long strings (a viewed file's text) replaced by their size."""
+    if data is None:
+        return None
+    return {k: f"<{len(v)} characters>" if isinstance(v, str) and len(v) > limit else v for k, v in data.items()}
 
 
 def _short(text: str, limit: int = 300) -> str:
