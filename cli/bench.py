@@ -56,6 +56,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--gpu", type=int, default=0, help="the GPU index a CUDA kernel runs on (default 0)")
     p.add_argument(
+        "--runner",
+        default="local",
+        help="where the worker runs: local (default), ssh://user@host[:port] (evoteam installed there), "
+        "ray (a cluster on this machine or the running one) or ray://ADDRESS",
+    )
+    p.add_argument(
         "--memory-limit-mb",
         type=int,
         help="address-space limit of the worker process (default on CPU: 75%% of this machine's memory)",
@@ -140,7 +146,8 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
     from evoteam.gpu_bench.bench import Evaluator
     from evoteam.gpu_bench.emit import emit_dataset
     from evoteam.gpu_bench.evaluate import EvalConfig
-    from evoteam.gpu_bench.runner import BenchInputError, LocalRunner, default_memory_limit_mb
+    from evoteam.gpu_bench.remote.select import make_runner, parse_runner
+    from evoteam.gpu_bench.runner import BenchInputError, default_memory_limit_mb
     from evoteam.gpu_bench.schema import EvaluationStatus
     from evoteam.gpu_bench.timing import TimingConfig
 
@@ -158,10 +165,11 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
     reporter = Reporter(enabled=not args.json, total=2 * len(job.workloads))
     limit = args.memory_limit_mb
     on_cpu = all(h == "cpu" for h in job.candidate.spec.target_hardware)
-    if limit is None and on_cpu:
+    local = parse_runner(args.runner).kind == "local"
+    if limit is None and on_cpu and local:  # another host's memory is its runner's business
         limit = default_memory_limit_mb()
     # a GPU worker owns one GPU and has no address-space limit (CUDA reserves vast virtual memory)
-    runner = LocalRunner(memory_limit_mb=limit or None, gpu=None if on_cpu else args.gpu)
+    runner = make_runner(args.runner, memory_limit_mb=limit or None, gpu=None if on_cpu else args.gpu)
     try:
         with reporter:
             evaluator = Evaluator(runner)

@@ -2,6 +2,7 @@
 
 A lost worker becomes a status on the workload it was running (``TIMEOUT`` or ``RUNTIME_ERROR``) and a new
 worker takes the next one. Bad input (a missing blob, a reference that does not run) is a ``BenchInputError``.
+``run_solution`` is that per-workload loop over any ``WorkerHandle``; the SSH runner shares it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from evoteam.gpu_bench.build import BUILD_TIMEOUT_S, BuildResult
 from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
-from evoteam.gpu_bench.worker.protocol import BuildRequest, EvaluateRequest, Failed
+from evoteam.gpu_bench.worker.protocol import BuildRequest, Built, Evaluated, EvaluateRequest, Failed
 
 
 def default_memory_limit_mb(share: float = 0.75) -> int | None:
@@ -72,6 +73,87 @@ class Runner(Protocol):
     ) -> SolutionRun: ...
 
     def close(self) -> None: ...
+
+
+class WorkerHandle(Protocol):
+    """What the per-workload loop needs of a worker (``WorkerProcess`` here, an SSH worker remotely).
+
+    ``build`` and ``evaluate`` raise ``WorkerLost`` when the worker dies or misses its deadline.
+    """
+
+    @property
+    def environment(self) -> Environment | None: ...
+
+    def next_id(self) -> int: ...
+
+    def build(self, request: BuildRequest, timeout_s: float) -> Built | Failed: ...
+
+    def evaluate(self, request: EvaluateRequest, timeout_s: float) -> Evaluated | Failed: ...
+
+
+def run_solution(
+    worker: WorkerHandle,
+    definition: Definition,
+    workloads: list[Workload],
+    solution: Solution,
+    config: EvalConfig,
+    blob_root: str | None,
+    progress: Progress | None = None,
+) -> SolutionRun:
+    """Builds ``solution`` in ``worker``, then evaluates it on each workload in turn (``blob_root`` as the
+    worker sees it)."""
+    request = BuildRequest(id=worker.next_id(), solution=solution, definition=definition)
+    try:
+        built = worker.build(request, BUILD_TIMEOUT_S)
+    except WorkerLost as lost:
+        built = Failed(id=request.id, error="load", message=f"{lost.reason}\n{lost.log_tail}")
+    env = worker.environment or Environment(hardware="unknown")
+    if isinstance(built, Failed):
+        failed = BuildResult(ok=False, log=built.message)
+        return SolutionRun(solution=solution, build=failed, environment=env, workloads=[])
+    if not built.build.ok or built.load_error:
+        return SolutionRun(
+            solution=solution, build=built.build, load_error=built.load_error, environment=env, workloads=[]
+        )
+    runs: list[WorkloadRun] = []
+    for workload in workloads:
+        run = _one(worker, definition, workload, solution, config, blob_root)
+        runs.append(run)
+        if progress is not None:
+            progress(run)
+    return SolutionRun(solution=solution, build=built.build, environment=env, workloads=runs)
+
+
+def _one(
+    worker: WorkerHandle,
+    definition: Definition,
+    workload: Workload,
+    solution: Solution,
+    config: EvalConfig,
+    blob_root: str | None,
+) -> WorkloadRun:
+    request = EvaluateRequest(
+        id=worker.next_id(),
+        definition=definition,
+        workload=workload,
+        solution=solution,
+        config=config,
+        blob_root=blob_root,
+    )
+    try:
+        response = worker.evaluate(request, config.timeout_s)
+    except WorkerLost as lost:
+        status = EvaluationStatus.TIMEOUT if lost.timed_out else EvaluationStatus.RUNTIME_ERROR
+        reason = (
+            f"did not finish within {config.timeout_s:g} s; the worker was killed" if lost.timed_out else lost.reason
+        )
+        return WorkloadRun(workload=workload, outcome=WorkloadOutcome(status=status, reason=reason), log=lost.log_tail)
+    if isinstance(response, Failed):
+        if response.error in ("input", "reference"):
+            raise BenchInputError(response.message)
+        outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=response.message)
+        return WorkloadRun(workload=workload, outcome=outcome)
+    return WorkloadRun(workload=workload, outcome=response.outcome, log=response.log)
 
 
 class LocalRunner:
@@ -142,62 +224,8 @@ class LocalRunner:
         progress: Progress | None,
     ) -> SolutionRun:
         worker = self._ensure_worker()
-        request = BuildRequest(id=worker.next_id(), solution=solution, definition=definition)
-        try:
-            built = worker.build(request, BUILD_TIMEOUT_S)
-        except WorkerLost as lost:
-            built = Failed(id=request.id, error="load", message=f"{lost.reason}\n{lost.log_tail}")
-        env = worker.environment or Environment(hardware="unknown")
-        if isinstance(built, Failed):
-            failed = BuildResult(ok=False, log=built.message)
-            return SolutionRun(solution=solution, build=failed, environment=env, workloads=[])
-        if not built.build.ok or built.load_error:
-            return SolutionRun(
-                solution=solution, build=built.build, load_error=built.load_error, environment=env, workloads=[]
-            )
-        runs: list[WorkloadRun] = []
-        for workload in workloads:
-            run = self._one(worker, definition, workload, solution, config, blob_root)
-            runs.append(run)
-            if progress is not None:
-                progress(run)
-        return SolutionRun(solution=solution, build=built.build, environment=env, workloads=runs)
-
-    def _one(
-        self,
-        worker: WorkerProcess,
-        definition: Definition,
-        workload: Workload,
-        solution: Solution,
-        config: EvalConfig,
-        blob_root: Path | None,
-    ) -> WorkloadRun:
-        request = EvaluateRequest(
-            id=worker.next_id(),
-            definition=definition,
-            workload=workload,
-            solution=solution,
-            config=config,
-            blob_root=str(blob_root) if blob_root else None,
-        )
-        try:
-            response = worker.evaluate(request, config.timeout_s)
-        except WorkerLost as lost:
-            status = EvaluationStatus.TIMEOUT if lost.timed_out else EvaluationStatus.RUNTIME_ERROR
-            reason = (
-                f"did not finish within {config.timeout_s:g} s; the worker was killed"
-                if lost.timed_out
-                else lost.reason
-            )
-            return WorkloadRun(
-                workload=workload, outcome=WorkloadOutcome(status=status, reason=reason), log=lost.log_tail
-            )
-        if isinstance(response, Failed):
-            if response.error in ("input", "reference"):
-                raise BenchInputError(response.message)
-            outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=response.message)
-            return WorkloadRun(workload=workload, outcome=outcome)
-        return WorkloadRun(workload=workload, outcome=response.outcome, log=response.log)
+        root = str(blob_root) if blob_root else None
+        return run_solution(worker, definition, workloads, solution, config, root, progress)
 
     def close(self) -> None:
         if self._worker is not None:

@@ -4,6 +4,9 @@ A worker that crashes (segfault, abort) or outlives its deadline is killed with 
 described as a ``WorkerLost``; the caller turns that into a status and starts a new worker. Nothing here
 ever lets a candidate's failure escape as a crash of the caller.
 
+``LineWorker`` is the protocol over any line transport (request ids, deadlines, ``Ready``, ``worker_exiting``);
+``WorkerProcess`` is its local subprocess, and the SSH runner adds a remote one.
+
 A GPU worker sees exactly one GPU (``CUDA_VISIBLE_DEVICES``) and runs without an address-space limit: CUDA
 reserves far more virtual memory than any limit that still protects the machine would allow.
 """
@@ -19,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
@@ -62,48 +66,56 @@ def worker_environment(gpu: int | None, base: Mapping[str, str] | None = None) -
     return env
 
 
-class WorkerProcess:
-    """One ``evoteam worker`` child; not thread-safe (one request at a time)."""
+def signal_death(name: str) -> str:
+    """How a worker killed by signal ``name`` (``SIGSEGV`` or ``SEGV``) is described, here and remotely."""
+    full = name if name.startswith("SIG") else f"SIG{name}"
+    try:
+        text = signal.strsignal(signal.Signals[full]) or full
+    except KeyError:
+        text = "unknown signal"
+    return f"the worker died from signal {full} ({text})"
 
-    def __init__(
-        self, cache_root: Path | None = None, memory_limit_mb: int | None = None, gpu: int | None = None
-    ) -> None:
-        self._cache_root = cache_root
-        self._memory_limit_mb = None if gpu is not None else memory_limit_mb
-        self.gpu = gpu
-        self._proc: subprocess.Popen[str] | None = None
+
+class LineWorker(ABC):
+    """The worker protocol over a line transport; not thread-safe (one request at a time).
+
+    A subclass launches the process (its stdout lines go to ``self._lines``, ``None`` at the end), writes a
+    line, tells whether it is alive, describes its death, reads its log and kills it.
+    """
+
+    def __init__(self) -> None:
         self._lines: queue.Queue[str | None] = queue.Queue()
-        self._log_dir = Path(tempfile.mkdtemp(prefix="evoteam-worker-"))
-        self._log = self._log_dir / "worker.log"
         self._next_id = 1
         self.environment: Environment | None = None
         self.starts = 0
 
     @property
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+    @abstractmethod
+    def alive(self) -> bool: ...
+
+    @abstractmethod
+    def _launch(self) -> None:
+        """Starts the process; its output lines go to ``self._lines`` (a fresh queue)."""
+
+    @abstractmethod
+    def _write(self, line: str) -> None:
+        """Sends one line (with its newline); ``OSError`` when the worker's input is closed."""
+
+    @abstractmethod
+    def _death(self) -> str:
+        """Why the worker's output ended (waits briefly for it to exit)."""
+
+    @abstractmethod
+    def log_tail(self, limit: int = 4000) -> str: ...
+
+    @abstractmethod
+    def kill(self) -> None:
+        """Kills the worker and every process it started (its own process group)."""
 
     def start(self) -> None:
-        cmd = [*worker_command(), "--log", str(self._log)]
-        if self._cache_root is not None:
-            cmd += ["--cache", str(self._cache_root)]
-        if self._memory_limit_mb:
-            cmd += ["--memory-limit-mb", str(self._memory_limit_mb)]
-        self._log.write_bytes(b"")
         self._lines = queue.Queue()
-        self._proc = subprocess.Popen(
-            cmd,
-            env=worker_environment(self.gpu),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            encoding="utf-8",
-            start_new_session=True,
-        )
+        self._launch()
         self.starts += 1
-        assert self._proc.stdout is not None
-        threading.Thread(target=_pump, args=(self._proc.stdout, self._lines), daemon=True).start()
         ready = self._receive(STARTUP_TIMEOUT_S, "starting")
         if not isinstance(ready, Ready):
             self.kill()
@@ -129,11 +141,9 @@ class WorkerProcess:
     def _call(self, request: BuildRequest | EvaluateRequest, timeout_s: float) -> Built | Evaluated | Failed:
         if not self.alive:
             self.start()
-        assert self._proc is not None and self._proc.stdin is not None
         try:
-            self._proc.stdin.write(request.model_dump_json() + "\n")
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+            self._write(request.model_dump_json() + "\n")
+        except OSError:
             raise self._lost("the worker closed its input", timed_out=False) from None
         while True:
             response = self._receive(timeout_s, f"{request.kind} request")
@@ -163,6 +173,57 @@ class WorkerProcess:
             except ValidationError:
                 raise self._lost(f"worker sent an unreadable line: {line[:200]!r}", timed_out=False) from None
 
+    def _lost(self, reason: str, timed_out: bool) -> WorkerLost:
+        self.kill()
+        return WorkerLost(reason, timed_out, self.log_tail())
+
+    def _shutdown_line(self) -> str:
+        return ShutdownRequest().model_dump_json() + "\n"
+
+
+class WorkerProcess(LineWorker):
+    """One ``evoteam worker`` child of this process."""
+
+    def __init__(
+        self, cache_root: Path | None = None, memory_limit_mb: int | None = None, gpu: int | None = None
+    ) -> None:
+        super().__init__()
+        self._cache_root = cache_root
+        self._memory_limit_mb = None if gpu is not None else memory_limit_mb
+        self.gpu = gpu
+        self._proc: subprocess.Popen[str] | None = None
+        self._log_dir = Path(tempfile.mkdtemp(prefix="evoteam-worker-"))
+        self._log = self._log_dir / "worker.log"
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _launch(self) -> None:
+        cmd = [*worker_command(), "--log", str(self._log)]
+        if self._cache_root is not None:
+            cmd += ["--cache", str(self._cache_root)]
+        if self._memory_limit_mb:
+            cmd += ["--memory-limit-mb", str(self._memory_limit_mb)]
+        self._log.write_bytes(b"")
+        self._proc = subprocess.Popen(
+            cmd,
+            env=worker_environment(self.gpu),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            encoding="utf-8",
+            start_new_session=True,
+        )
+        assert self._proc.stdout is not None
+        threading.Thread(target=_pump, args=(self._proc.stdout, self._lines), daemon=True).start()
+
+    def _write(self, line: str) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(line)
+        self._proc.stdin.flush()
+
     def _death(self) -> str:
         assert self._proc is not None
         try:
@@ -171,16 +232,10 @@ class WorkerProcess:
             return "the worker closed its output but did not exit"
         if code < 0:
             try:
-                name = signal.Signals(-code).name
-                text = signal.strsignal(-code) or name
+                return signal_death(signal.Signals(-code).name)
             except ValueError:
-                name, text = str(-code), "unknown signal"
-            return f"the worker died from signal {name} ({text})"
+                return f"the worker died from signal {-code} (unknown signal)"
         return f"the worker exited with code {code}"
-
-    def _lost(self, reason: str, timed_out: bool) -> WorkerLost:
-        self.kill()
-        return WorkerLost(reason, timed_out, self.log_tail())
 
     def log_tail(self, limit: int = 4000) -> str:
         try:
@@ -191,7 +246,6 @@ class WorkerProcess:
         return text[-limit:]
 
     def kill(self) -> None:
-        """Kills the worker and every process it started (its own process group)."""
         proc = self._proc
         if proc is None:
             return
@@ -209,7 +263,7 @@ class WorkerProcess:
         proc = self._proc
         if proc is not None and proc.poll() is None and proc.stdin is not None:
             with contextlib.suppress(OSError):
-                proc.stdin.write(ShutdownRequest().model_dump_json() + "\n")
+                proc.stdin.write(self._shutdown_line())
                 proc.stdin.flush()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
