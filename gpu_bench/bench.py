@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from evoteam.gpu_bench.build import BuildResult
-from evoteam.gpu_bench.check import CheckResult, check_solution
+from evoteam.gpu_bench.check import CheckResult, check_solution, unverified_constraints
 from evoteam.gpu_bench.cuda.constraints import Constraints
 from evoteam.gpu_bench.environment import environment
 from evoteam.gpu_bench.evaluate import EvalConfig
@@ -24,6 +24,7 @@ from evoteam.gpu_bench.schema import (
     Environment,
     Evaluation,
     EvaluationStatus,
+    Language,
     Performance,
     Solution,
     Trace,
@@ -64,12 +65,24 @@ class Evaluator:
             raise BenchInputError(
                 f"solution {candidate.name!r} is for definition {candidate.definition!r}, not {definition.name!r}"
             )
+        checked: CheckResult | None = None
         if constraints is not None and not constraints.is_empty():
             checked = check_solution(candidate, constraints, self._cache_root)
             if checked.ok and checked.violations:
                 return self._rejected(definition, workloads, candidate, baseline, checked.violations, checked)
         base = self.baseline_run(definition, workloads, baseline, config, blob_root)
         run = self._runner.run(definition, workloads, candidate, config, blob_root, progress)
+        cuda = candidate.spec.language == Language.CUDA
+        if constraints is not None and checked is not None and not checked.ok and run.ok and cuda:
+            # it built where it ran (another host) but not here: hold it to what can still be checked
+            why = next((line for line in checked.log.splitlines() if line.strip()), "no compiler output")
+            violations = unverified_constraints(constraints, run.build.resources, why[:300])
+            if violations:
+                built = run.build
+                remote = CheckResult(
+                    ok=True, log=built.log, diagnostics=built.diagnostics, resources=built.resources, arch=built.arch
+                )
+                return self._rejected(definition, workloads, candidate, baseline, violations, remote)
         return self._result(definition, workloads, run, base)
 
     def _rejected(

@@ -69,6 +69,17 @@ def check_solution(
     return result
 
 
+def unverified_constraints(constraints: Constraints, resources: list[KernelResources], why: str) -> list[str]:
+    """What a candidate built elsewhere (a remote runner) breaks, when this machine could not compile it: the
+    register and spill limits are checked on the builder's ptxas facts; required and forbidden instructions
+    cannot be, and are reported as unverifiable rather than passed."""
+    facts_only = constraints.model_copy(update={"require": [], "forbid": []})
+    code = [*constraints.require, *constraints.forbid]
+    return check(facts_only, "", "", resources) + [
+        f"cannot verify {p!r} in the generated code: this machine could not compile the candidate ({why})" for p in code
+    ]
+
+
 def generated_code(built: BuildResult, constraints: Constraints) -> tuple[str, str | None, list[str]]:
     """(PTX, SASS or None, notes); the SASS is disassembled once per cached build and kept beside it."""
     ptx = Path(built.ptx).read_text(errors="replace") if built.ptx and Path(built.ptx).is_file() else ""

@@ -9,22 +9,26 @@ import pytest
 
 from conftest import TESTS, quick_config
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.build import build
+from evoteam.gpu_bench.build import BuildResult, build
 from evoteam.gpu_bench.check import check_solution
 from evoteam.gpu_bench.cuda.constraints import Constraints
 from evoteam.gpu_bench.cuda.nvcc import find_cuobjdump, find_nvcc
-from evoteam.gpu_bench.runner import SolutionRun
+from evoteam.gpu_bench.evaluate import WorkloadOutcome
+from evoteam.gpu_bench.runner import SolutionRun, WorkloadRun
 from evoteam.gpu_bench.schema import (
     Binding,
     BuildSpec,
     Definition,
+    Environment,
     EvaluationStatus,
+    KernelResources,
     Language,
     Severity,
     Solution,
     SourceFile,
     Workload,
 )
+from evoteam.gpu_bench.timing import TimingStats
 
 pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
 needs_cuobjdump = pytest.mark.skipif(find_cuobjdump() is None, reason="cuobjdump is not installed")
@@ -137,3 +141,50 @@ def test_evaluator_rejects_a_violating_candidate_without_running_it(
     assert all(w.status == EvaluationStatus.REJECTED and "constraint violated" in w.reason for w in result.workloads)
     assert all(t.evaluation is not None and t.evaluation.status == EvaluationStatus.REJECTED for t in result.traces)
     assert result.resources and result.resources[0].spill_stores > 0
+
+
+class _BuiltElsewhere:
+    """A runner whose host compiled and ran the candidate (as a remote GPU host does), reporting ptxas facts."""
+
+    def __init__(self, resources: list[KernelResources]) -> None:
+        self.resources = resources
+
+    def run(
+        self, definition: Definition, workloads: list[Workload], solution: Solution, *args: object, **kw: object
+    ) -> SolutionRun:
+        build = BuildResult(ok=True, artifact="kernel.so", resources=self.resources, arch="sm_90a")
+        passed = WorkloadOutcome(status=EvaluationStatus.PASSED, timing=TimingStats(
+            median_ms=1.0, p20_ms=1.0, p80_ms=1.0, n=10, noise=0.0, warmup_calls=3))  # fmt: skip
+        return SolutionRun(
+            solution=solution,
+            build=build,
+            environment=Environment(hardware="GPU: remote"),
+            workloads=[WorkloadRun(workload=w, outcome=passed) for w in workloads],
+        )
+
+    def close(self) -> None:
+        return None
+
+
+def test_constraints_still_hold_when_only_the_remote_host_can_compile(
+    tmp_path: Path, definition: Definition, workloads: list[Workload], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NVCC", str(tmp_path / "no-nvcc-here"))  # this machine cannot compile the candidate
+    spilling = KernelResources(name="spill", arch="sm_90a", registers=32, spill_stores=8, spill_loads=8)
+    evaluator = Evaluator(_BuiltElsewhere([spilling]), cache_root=tmp_path)  # type: ignore[arg-type]
+    candidate = cuda_solution("spills.cu", "spill")
+    only_facts = evaluator.evaluate(
+        definition, workloads, candidate, candidate, quick_config(), constraints=Constraints(no_spills=True)
+    )
+    assert only_facts.status == EvaluationStatus.REJECTED
+    assert only_facts.violations == ["kernel spill spills (8 bytes stored, 8 bytes loaded) but spills are forbidden"]
+    code = evaluator.evaluate(
+        definition, workloads, candidate, candidate, quick_config(), constraints=Constraints(require=["HGMMA"])
+    )
+    assert code.status == EvaluationStatus.REJECTED
+    assert code.violations[0].startswith("cannot verify 'HGMMA' in the generated code: this machine could not compile")
+    clean = Evaluator(_BuiltElsewhere([]), cache_root=tmp_path)  # type: ignore[arg-type]
+    held = clean.evaluate(
+        definition, workloads, candidate, candidate, quick_config(), constraints=Constraints(max_registers=64)
+    )
+    assert held.status == EvaluationStatus.PASSED and held.violations == []
