@@ -144,6 +144,7 @@ def _job(args: argparse.Namespace) -> _Job:
 def _bench(job: _Job, args: argparse.Namespace) -> int:
     from evoteam.cli.render import Reporter
     from evoteam.gpu_bench.bench import Evaluator
+    from evoteam.gpu_bench.cuda.nvcc import resolve_arch
     from evoteam.gpu_bench.emit import emit_dataset
     from evoteam.gpu_bench.evaluate import EvalConfig
     from evoteam.gpu_bench.remote.select import make_runner, parse_runner
@@ -164,7 +165,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
     )
     reporter = Reporter(enabled=not args.json, total=2 * len(job.workloads))
     limit = args.memory_limit_mb
-    on_cpu = all(h == "cpu" for h in job.candidate.spec.target_hardware)
+    on_cpu = resolve_arch(job.candidate.spec.target_hardware) is None  # the evaluator's own rule for "CPU only"
     local = parse_runner(args.runner).kind == "local"
     if limit is None and on_cpu and local:  # another host's memory is its runner's business
         limit = default_memory_limit_mb()
