@@ -1,0 +1,162 @@
+"""``SupervisorDecision``: what the supervisor changes about the team after a round, why, and on what evidence.
+
+A decision is a list of actions (add, remove or replace a role, change the protocol, set or lift a constraint,
+move budget between roles), the signals it answers with their evidence, and a rationale. ``apply`` turns the
+current team into the next one and refuses actions that make no sense (removing the last role, a role that is
+not there). Decisions are shown to users as role notes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoteam.supervisor.signals import Signal
+from evoteam.supervisor.team import Protocol, Team
+
+
+class DecisionError(ValueError):
+    """An action that cannot be applied to the team; the message says which and why."""
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AddRole(_Action):
+    action: Literal["add_role"] = "add_role"
+    role: str
+    before: str | None = None
+    """Insert before this role (pipeline order); None: at the end."""
+
+
+class RemoveRole(_Action):
+    action: Literal["remove_role"] = "remove_role"
+    role: str
+
+
+class ReplaceRole(_Action):
+    action: Literal["replace_role"] = "replace_role"
+    role: str
+    by: str
+
+
+class SetProtocol(_Action):
+    action: Literal["set_protocol"] = "set_protocol"
+    protocol: Protocol
+
+
+class SetConstraint(_Action):
+    action: Literal["set_constraint"] = "set_constraint"
+    require: list[str] = Field(default_factory=list)
+    forbid: list[str] = Field(default_factory=list)
+
+
+class LiftConstraint(_Action):
+    action: Literal["lift_constraint"] = "lift_constraint"
+    pattern: str
+
+
+class MoveBudget(_Action):
+    action: Literal["move_budget"] = "move_budget"
+    source: str = Field(alias="from")
+    to: str
+    fraction: float = Field(gt=0, le=1)
+    """The part of ``source``'s share that moves to ``to``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+Action = Annotated[
+    AddRole | RemoveRole | ReplaceRole | SetProtocol | SetConstraint | LiftConstraint | MoveBudget,
+    Field(discriminator="action"),
+]
+
+
+class SupervisorDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    round: int = Field(ge=0)
+    """The round it was made after."""
+    signals: list[Signal] = Field(default_factory=list)
+    actions: list[Action] = Field(default_factory=list)
+    rationale: str = Field(min_length=1)
+    source: Literal["rules", "llm", "fixed"] = "rules"
+
+    def note(self) -> str:
+        """The role note users see: the rationale, then what changed."""
+        changes = "; ".join(describe(a) for a in self.actions) or "team unchanged"
+        return f"Supervisor after round {self.round}: {self.rationale} ({changes})"
+
+
+def describe(action: Action) -> str:
+    match action:
+        case AddRole(role=role):
+            return f"add {role}"
+        case RemoveRole(role=role):
+            return f"remove {role}"
+        case ReplaceRole(role=role, by=by):
+            return f"replace {role} by {by}"
+        case SetProtocol(protocol=protocol):
+            return f"protocol {protocol}"
+        case SetConstraint(require=require, forbid=forbid):
+            return "constraint " + ", ".join([f"require {r}" for r in require] + [f"forbid {f}" for f in forbid])
+        case LiftConstraint(pattern=pattern):
+            return f"lift constraint {pattern}"
+        case MoveBudget(source=source, to=to, fraction=fraction):
+            return f"move {fraction:.0%} of {source}'s budget to {to}"
+    raise AssertionError(action)
+
+
+def apply(team: Team, decision: SupervisorDecision, known_roles: set[str]) -> Team:
+    """The team after ``decision``; ``known_roles`` are the role names that can be added (built-in and user)."""
+    roles = list(team.roles)
+    protocol = team.protocol
+    require, forbid = list(team.constraints.require), list(team.constraints.forbid)
+    shares = dict(team.budget_shares)
+    for action in decision.actions:
+        match action:
+            case AddRole(role=role, before=before):
+                _known(role, known_roles)
+                if role in roles:
+                    continue
+                index = roles.index(before) if before in roles else len(roles)
+                roles.insert(index, role)
+            case RemoveRole(role=role):
+                if role not in roles:
+                    raise DecisionError(f"cannot remove {role}: not in the team {roles}")
+                if len(roles) == 1:
+                    raise DecisionError(f"cannot remove {role}: it is the last role")
+                roles.remove(role)
+                shares.pop(role, None)
+            case ReplaceRole(role=role, by=by):
+                _known(by, known_roles)
+                if role not in roles:
+                    raise DecisionError(f"cannot replace {role}: not in the team {roles}")
+                roles[roles.index(role)] = by
+                shares.pop(role, None)
+            case SetProtocol(protocol=new):
+                protocol = new
+            case SetConstraint(require=req, forbid=forb):
+                require += [r for r in req if r not in require]
+                forbid += [f for f in forb if f not in forbid]
+            case LiftConstraint(pattern=pattern):
+                if pattern not in require and pattern not in forbid:
+                    raise DecisionError(f"cannot lift {pattern!r}: the team has no such constraint")
+                require = [r for r in require if r != pattern]
+                forbid = [f for f in forbid if f != pattern]
+            case MoveBudget(source=source, to=to, fraction=fraction):
+                if source not in roles or to not in roles:
+                    raise DecisionError(f"cannot move budget from {source} to {to}: both must be in the team {roles}")
+                moved = shares.get(source, 1.0) * fraction
+                shares[source] = shares.get(source, 1.0) - moved
+                shares[to] = shares.get(to, 1.0) + moved
+                if shares[source] <= 0:
+                    shares.pop(source)
+    constraints = team.constraints.model_copy(update={"require": require, "forbid": forbid})
+    return Team(roles=roles, protocol=protocol, constraints=constraints, budget_shares=shares)
+
+
+def _known(role: str, known_roles: set[str]) -> None:
+    if role not in known_roles:
+        raise DecisionError(f"unknown role {role!r}; roles: {', '.join(sorted(known_roles))}")

@@ -1,0 +1,97 @@
+"""The supervisor as a model call: the team, the rounds and the signals in; a validated ``SupervisorDecision`` out.
+
+The model answers with one JSON object (``actions`` and ``rationale``). An answer that is not valid JSON, fails
+validation or cannot be applied to the team gets one more call with the error; if that fails too, the offline
+rules decide, and the decision says so in its rationale. The call is checked against and charged to the run's
+one budget, under the role ``Supervisor``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evoteam.roles.budget import BudgetExhausted, TokenBudget
+from evoteam.roles.llm import LLM, LLMError, Message, Request, TextBlock
+from evoteam.supervisor.decision import Action, DecisionError, SupervisorDecision, apply
+from evoteam.supervisor.records import RoundRecord
+from evoteam.supervisor.rules import decide
+from evoteam.supervisor.signals import Signal
+from evoteam.supervisor.team import Team
+
+ROLE = "Supervisor"
+_SYSTEM = """You supervise a team of coding agents that optimize one kernel in rounds. After each round you read
+the evidence and decide how the team changes for the next round. Answer with exactly one JSON object, no prose:
+{"actions": [...], "rationale": "one or two sentences naming the evidence"}
+Actions (each an object): {"action": "add_role", "role": R, "before": R-or-null},
+{"action": "remove_role", "role": R}, {"action": "replace_role", "role": R, "by": R},
+{"action": "set_protocol", "protocol": "sequential"|"parallel"},
+{"action": "set_constraint", "require": [pattern...], "forbid": [pattern...]},
+{"action": "lift_constraint", "pattern": P}, {"action": "move_budget", "from": R, "to": R, "fraction": 0..1}.
+An empty action list keeps the team. Roles you may use: {roles}."""
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    actions: list[Action] = Field(default_factory=list)
+    rationale: str = Field(min_length=1)
+
+
+def llm_decide(
+    llm: LLM,
+    model: str,
+    budget: TokenBudget,
+    team: Team,
+    rounds: Sequence[RoundRecord],
+    found: Sequence[Signal],
+    known_roles: set[str],
+    max_tokens: int = 1024,
+) -> SupervisorDecision:
+    last = rounds[-1].round if rounds else 0
+    evidence = {
+        "team": team.model_dump(mode="json"),
+        "rounds": [r.model_dump(mode="json") for r in rounds[-4:]],
+        "signals": [s.model_dump(mode="json") for s in found],
+    }
+    messages = [Message(role="user", content=[TextBlock(text=json.dumps(evidence, indent=1))])]
+    system = [_SYSTEM.replace("{roles}", ", ".join(sorted(known_roles)))]
+    error = ""
+    for _attempt in range(2):
+        request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens, temperature=0.0)
+        try:
+            budget.check(llm.count_tokens(request) + max_tokens, ROLE)
+            reply = llm.complete(request)
+        except (BudgetExhausted, LLMError) as exc:
+            error = str(exc)
+            break
+        budget.charge(reply.usage, ROLE, "supervisor", reply.model)
+        text = "".join(b.text for b in reply.content if isinstance(b, TextBlock))
+        try:
+            answer = _Answer.model_validate_json(_json_object(text))
+            decision = SupervisorDecision(
+                round=last, signals=list(found), actions=answer.actions, rationale=answer.rationale, source="llm"
+            )
+            apply(team, decision, known_roles)
+            return decision
+        except (ValidationError, DecisionError, ValueError) as exc:
+            error = str(exc).splitlines()[0]
+            messages = [
+                *messages,
+                Message(role="assistant", content=[TextBlock(text=text or "(empty)")]),
+                Message(role="user", content=[TextBlock(text=f"That answer is invalid: {error}. Answer again.")]),
+            ]
+    fallback = decide("evolving", team, rounds, found)
+    return fallback.model_copy(
+        update={"rationale": f"{fallback.rationale} (rules: the model's answer failed: {error})"}
+    )
+
+
+def _json_object(text: str) -> str:
+    """The JSON object in ``text`` (models sometimes wrap it in a code fence)."""
+    match = re.search(r"\{.*\}", text, re.S)
+    if match is None:
+        raise ValueError("the answer holds no JSON object")
+    return match.group(0)

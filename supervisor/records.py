@@ -1,0 +1,45 @@
+"""What the supervisor reads after each round: a record per candidate and per round (derived from the journal)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoteam.gpu_bench.schema import EvaluationStatus
+
+
+class CandidateRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    round: int = Field(ge=1)
+    role: str
+    status: EvaluationStatus
+    geomean_speedup: float | None = None
+    """Geomean over the workloads when it PASSED, else None."""
+    faster: int = 0
+    total: int = 0
+    rationale: str = ""
+    violations: list[str] = Field(default_factory=list)
+    """Constraint violations of the candidate (``require wgmma.mma_async: absent``, ``max_registers``...)."""
+    dropped_constructs: list[str] = Field(default_factory=list)
+    """Required constructs the previous best had and this candidate lacks (``wgmma.mma_async``)."""
+    known_failure: str | None = None
+    """The id of the knowledge-store failed attempt this candidate repeats, if it does."""
+    vetoed: bool = False
+
+
+class RoundRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    round: int = Field(ge=1)
+    roles: list[str]
+    protocol: str = "sequential"
+    candidates: list[CandidateRecord] = Field(default_factory=list)
+    tokens: int = Field(default=0, ge=0)
+    """Tokens spent in this round by every role."""
+    profiled: bool = False
+    """A profile (the ``profile`` tool, or a hardware note) was made in this round."""
+    knowledge_read: bool = False
+    """Some role of the round read the knowledge store."""
+
+    def best(self) -> float | None:
+        passed = [c.geomean_speedup for c in self.candidates if c.geomean_speedup is not None and not c.vetoed]
+        return max(passed) if passed else None

@@ -1,0 +1,194 @@
+"""Each stagnation signal, the offline rules that answer it, and applying decisions to a team."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoteam.gpu_bench.schema import EvaluationStatus as S
+from evoteam.supervisor.decision import (
+    AddRole,
+    DecisionError,
+    LiftConstraint,
+    MoveBudget,
+    RemoveRole,
+    ReplaceRole,
+    SetConstraint,
+    SetProtocol,
+    SupervisorDecision,
+    apply,
+)
+from evoteam.supervisor.records import CandidateRecord, RoundRecord
+from evoteam.supervisor.rules import decide
+from evoteam.supervisor.signals import SignalConfig, signals
+from evoteam.supervisor.team import Team, initial_team
+
+KNOWN = {
+    "Optimizer",
+    "Debugger",
+    "Profiling Scientist",
+    "Knowledge Integrator",
+    "Disciplinarian",
+    "Explorer",
+    "Reviewer",
+}
+
+
+def cand(cid: str, round: int, status: S = S.PASSED, speedup: float | None = None, **extra: object) -> CandidateRecord:
+    if status == S.PASSED and speedup is None:
+        speedup = 1.0
+    return CandidateRecord.model_validate(
+        {"id": cid, "round": round, "role": "Optimizer", "status": status, "geomean_speedup": speedup, **extra}
+    )
+
+
+def rnd(n: int, *candidates: CandidateRecord, profiled: bool = True, tokens: int = 0, **extra: object) -> RoundRecord:
+    return RoundRecord.model_validate(
+        {
+            "round": n,
+            "roles": ["Optimizer"],
+            "candidates": list(candidates),
+            "profiled": profiled,
+            "tokens": tokens,
+            **extra,
+        }
+    )
+
+
+def names(rounds: list[RoundRecord], **config: object) -> list[str]:
+    return [s.name for s in signals(rounds, SignalConfig.model_validate(config))]
+
+
+def test_plateau_fires_only_without_gain_over_k_rounds() -> None:
+    flat = [rnd(1, cand("a", 1, speedup=1.3)), rnd(2, cand("b", 2, speedup=1.31)), rnd(3, cand("c", 3, speedup=1.2))]
+    assert "plateau" in names(flat)
+    found = signals(flat)[0]
+    assert found.numbers["best"] == pytest.approx(1.31) and found.numbers["best_before"] == pytest.approx(1.3)
+    rising = [rnd(1, cand("a", 1, speedup=1.1)), rnd(2, cand("b", 2, speedup=1.2)), rnd(3, cand("c", 3, speedup=1.5))]
+    assert "plateau" not in names(rising)
+    assert "plateau" not in names(flat[:2])  # not enough rounds yet
+
+
+def test_regression_names_the_candidate_that_stepped_back() -> None:
+    rounds = [rnd(1, cand("a", 1, speedup=1.5)), rnd(2, cand("b", 2, speedup=1.1), cand("c", 2, S.COMPILE_ERROR))]
+    found = [s for s in signals(rounds) if s.name == "regression"]
+    assert found and found[0].candidates == ["b"] and found[0].numbers == {"last": 1.1, "previous": 1.5}
+    assert "regression" not in names([rnd(1, cand("a", 1, speedup=1.5)), rnd(2, cand("b", 2, speedup=1.6))])
+
+
+def test_compile_failure_loop_needs_every_candidate_of_k_rounds_to_fail_compiling() -> None:
+    failing = [
+        rnd(1, cand("a", 1, S.COMPILE_ERROR)),
+        rnd(2, cand("b", 2, S.COMPILE_ERROR), cand("c", 2, S.COMPILE_ERROR)),
+    ]
+    found = [s for s in signals(failing) if s.name == "compile_failure_loop"]
+    assert found and found[0].candidates == ["a", "b", "c"]
+    mixed = [rnd(1, cand("a", 1, S.COMPILE_ERROR)), rnd(2, cand("b", 2, S.COMPILE_ERROR), cand("c", 2))]
+    assert "compile_failure_loop" not in names(mixed)
+
+
+def test_correctness_failure_loop() -> None:
+    rounds = [rnd(1, cand("a", 1, S.INCORRECT_NUMERICAL)), rnd(2, cand("b", 2, S.INCORRECT_SHAPE))]
+    assert "correctness_failure_loop" in names(rounds)
+    assert "compile_failure_loop" not in names(rounds)
+
+
+def test_missing_profile_evidence() -> None:
+    rounds = [rnd(1, cand("a", 1), profiled=False), rnd(2, cand("b", 2, speedup=1.5), profiled=False)]
+    assert "missing_profile_evidence" in names(rounds)
+    assert "missing_profile_evidence" not in names([rnd(1, cand("a", 1), profiled=False), rnd(2, cand("b", 2))])
+
+
+def test_design_downgrade_from_a_dropped_construct_or_a_violation() -> None:
+    dropped = [rnd(1, cand("a", 1, speedup=1.4, dropped_constructs=["wgmma.mma_async"]))]
+    found = signals(dropped)
+    assert [s.name for s in found] == ["design_downgrade"]
+    assert "wgmma.mma_async" in found[0].summary and found[0].candidates == ["a"]
+    violated = [rnd(1, cand("b", 1, S.REJECTED, violations=["max_registers 128: kernel k uses 168"]))]
+    assert "design_downgrade" in names(violated)
+
+
+def test_repeated_known_failure_says_whether_the_store_was_read() -> None:
+    rounds = [rnd(1, cand("a", 1, known_failure="f-12"), knowledge_read=False)]
+    found = [s for s in signals(rounds) if s.name == "repeated_known_failure"]
+    assert found and "nobody read the knowledge store" in found[0].summary
+
+
+def test_budget_burn_without_candidates() -> None:
+    assert "budget_burn_without_candidates" in names([rnd(1, tokens=50_000)])
+    assert "budget_burn_without_candidates" not in names([rnd(1, tokens=0)])  # the offline team spends nothing
+
+
+def test_rules_answer_each_signal_with_the_role_the_design_names() -> None:
+    team = Team(roles=["Optimizer"])
+    compile_loop = [rnd(1, cand("a", 1, S.COMPILE_ERROR)), rnd(2, cand("b", 2, S.COMPILE_ERROR))]
+    decision = decide("evolving", team, compile_loop, signals(compile_loop))
+    assert AddRole(role="Debugger", before="Optimizer") in decision.actions
+    assert apply(team, decision, KNOWN).roles == ["Debugger", "Optimizer"]
+
+    downgrade = [rnd(1, cand("a", 1, speedup=1.4, dropped_constructs=["wgmma.mma_async"]))]
+    decision = decide("evolving", team, downgrade, signals(downgrade))
+    after = apply(team, decision, KNOWN)
+    assert after.roles == ["Optimizer", "Disciplinarian"]
+    assert after.constraints.require == ["wgmma.mma_async"]
+    assert decision.signals[0].candidates == ["a"] and "Disciplinarian" in decision.note()
+
+    no_profile = [rnd(1, cand("a", 1), profiled=False), rnd(2, cand("b", 2, speedup=1.5), profiled=False)]
+    assert (
+        apply(team, decide("evolving", team, no_profile, signals(no_profile)), KNOWN).roles[0] == "Profiling Scientist"
+    )
+
+    repeat = [rnd(1, cand("a", 1, known_failure="f-1"))]
+    assert apply(team, decide("evolving", team, repeat, signals(repeat)), KNOWN).roles[0] == "Knowledge Integrator"
+
+    flat = [rnd(1, cand("a", 1, speedup=1.3)), rnd(2, cand("b", 2, speedup=1.3)), rnd(3, cand("c", 3, speedup=1.3))]
+    after = apply(team, decide("evolving", team, flat, signals(flat)), KNOWN)
+    assert after.roles == ["Optimizer", "Explorer"] and after.protocol == "parallel"
+
+    burn_team = Team(roles=["Optimizer", "Debugger"])
+    burn = [rnd(1, tokens=10_000)]
+    after = apply(burn_team, decide("evolving", burn_team, burn, signals(burn)), KNOWN)
+    assert after.budget_shares == {"Debugger": 0.5, "Optimizer": 1.5}
+
+
+def test_fixed_and_single_teams_never_change() -> None:
+    rounds = [rnd(1, cand("a", 1, S.COMPILE_ERROR)), rnd(2, cand("b", 2, S.COMPILE_ERROR))]
+    for mode in ("fixed", "single"):
+        team = initial_team(mode)
+        decision = decide(mode, team, rounds, signals(rounds))
+        assert decision.actions == [] and decision.source == "fixed"
+        assert apply(team, decision, KNOWN) == team
+    assert initial_team("fixed").roles == ["Profiling Scientist", "Optimizer", "Debugger", "Knowledge Integrator"]
+
+
+def test_every_action_applies_and_nonsense_is_refused() -> None:
+    team = Team(roles=["Optimizer", "Debugger"], constraints={"require": ["wgmma.mma_async"]})
+    decision = SupervisorDecision(
+        round=3,
+        rationale="test",
+        actions=[
+            ReplaceRole(role="Debugger", by="Reviewer"),
+            SetProtocol(protocol="parallel"),
+            SetConstraint(forbid=["wmma.mma_sync"]),
+            LiftConstraint(pattern="wgmma.mma_async"),
+            MoveBudget.model_validate({"from": "Optimizer", "to": "Reviewer", "fraction": 0.25}),
+        ],
+    )
+    after = apply(team, decision, KNOWN)
+    assert after.roles == ["Optimizer", "Reviewer"] and after.protocol == "parallel"
+    assert after.constraints.require == [] and after.constraints.forbid == ["wmma.mma_sync"]
+    assert after.budget_shares == {"Optimizer": 0.75, "Reviewer": 1.25}
+    # The decision round-trips through JSON (the journal), actions included.
+    assert SupervisorDecision.model_validate_json(decision.model_dump_json(by_alias=True)) == decision
+    for bad, message in [
+        (RemoveRole(role="Explorer"), "not in the team"),
+        (AddRole(role="Wizard"), "unknown role"),
+        (LiftConstraint(pattern="nope"), "no such constraint"),
+    ]:
+        with pytest.raises(DecisionError, match=message):
+            apply(team, SupervisorDecision(round=1, rationale="x", actions=[bad]), KNOWN)
+    with pytest.raises(DecisionError, match="last role"):
+        apply(
+            Team(roles=["Optimizer"]),
+            SupervisorDecision(round=1, rationale="x", actions=[RemoveRole(role="Optimizer")]),
+            KNOWN,
+        )
