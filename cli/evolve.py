@@ -1,0 +1,161 @@
+"""``evoteam evolve`` and ``evoteam resume``: run (or continue) a team of agents on a kernel, round by round.
+
+Exit codes: 0 the run finished (any stop reason), 2 bad input or the run cannot start (one error line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "evolve", help="evolve a kernel with a team of agents", description="Evolve a kernel with a team of agents."
+    )
+    p.add_argument("kernel", help="a kernel name from evoteam.toml, or the path of a kernel file that is a task")
+    p.add_argument("--rounds", type=int, default=3, help="rounds at most (default 3)")
+    p.add_argument("--budget", type=int, default=200_000, help="hard token budget of the whole run (default 200000)")
+    p.add_argument("--team", choices=["single", "fixed", "evolving"], default="evolving", help="team mode")
+    p.add_argument(
+        "--llm",
+        choices=["auto", "anthropic", "claude-code", "offline"],
+        default="auto",
+        help="agent backend (auto: Claude when ANTHROPIC_API_KEY is set, else the offline team)",
+    )
+    p.add_argument("--model", help="model of the agents and the supervisor (default: the backend's)")
+    p.add_argument("--runner", default="local", help="local | ssh://HOST | ray | ray://ADDRESS")
+    p.add_argument("--target-speedup", type=float, help="stop when the best geomean speedup reaches this")
+    p.add_argument("--evaluations", type=int, default=6, help="offline tuner: evaluations per agent and round")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--detach", action="store_true", help="start the run in the background and print its id")
+    p.set_defaults(run=run_evolve)
+    r: argparse.ArgumentParser = sub.add_parser("resume", help="continue a run that was stopped or killed")
+    r.add_argument("run_id", metavar="RUN")
+    r.set_defaults(run=run_resume)
+
+
+def _fail(message: str) -> int:
+    print(f"evoteam: {message}", file=sys.stderr)
+    return 2
+
+
+def run_evolve(args: argparse.Namespace) -> int:
+    from evoteam.gpu_bench.task import TaskError, find_config, load_tasks
+    from evoteam.supervisor.setup import SetupError, check_runnable
+    from evoteam.supervisor.state import RunConfig, new_run_id
+
+    if args.rounds < 1 or args.budget < 0:
+        return _fail("--rounds must be at least 1 and --budget not negative")
+    target = Path(args.kernel)
+    config_path = find_config((target.parent if target.is_file() else Path.cwd()).resolve())
+    if config_path is None:
+        return _fail(f"no evoteam.toml in {Path.cwd()} or above; `evoteam import` or write one")
+    try:
+        tasks = load_tasks(config_path)
+    except TaskError as exc:
+        return _fail(str(exc))
+    if target.is_file():
+        matches = [t for t in tasks if t.source.resolve() == target.resolve()]
+        if not matches:
+            return _fail(f"{target} is not the source of any kernel in {config_path}")
+        task = matches[0]
+    else:
+        named = [t for t in tasks if t.name == args.kernel]
+        if not named:
+            return _fail(
+                f"no kernel named {args.kernel!r} in {config_path}; kernels: {', '.join(t.name for t in tasks)}"
+            )
+        task = named[0]
+    try:
+        check_runnable(task, args.runner)
+    except SetupError as exc:
+        return _fail(str(exc))
+    config = RunConfig(
+        run=new_run_id(task.name),
+        kernel=task.name,
+        config=str(config_path),
+        mode=args.team,
+        rounds=args.rounds,
+        budget=args.budget,
+        llm=args.llm,
+        runner=args.runner,
+        model=args.model,
+        target_speedup=args.target_speedup,
+        evaluations_per_agent=args.evaluations,
+        seed=args.seed,
+    )
+    return _start(config, task, args.detach)
+
+
+def _start(config: Any, task: Any, detach: bool) -> int:
+    from evoteam.supervisor.git_store import GitStore, GitStoreError
+    from evoteam.supervisor.lock import KernelLock, RunLocked
+    from evoteam.supervisor.loop import start_run
+    from evoteam.supervisor.state import run_dir, state_dir
+
+    try:
+        root = GitStore(task.source, config.run).root
+        with KernelLock(state_dir(root), task.name, config.run):  # refuse early, before anything is written
+            pass
+        start_run(root, task, config)
+    except (GitStoreError, RunLocked) as exc:
+        return _fail(str(exc))
+    if detach:
+        log = run_dir(root, config.run) / "run.log"
+        with log.open("ab") as out:
+            subprocess.Popen(
+                [sys.executable, "-m", "evoteam.cli.main", "resume", config.run],
+                cwd=root,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        print(config.run)
+        return 0
+    return _resume(root, config.run)
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    from evoteam.supervisor.git_store import GitStore, GitStoreError
+
+    try:
+        root = GitStore(Path.cwd(), "x").root
+    except GitStoreError as exc:
+        return _fail(str(exc))
+    return _resume(root, args.run_id)
+
+
+def _resume(root: Path, run: str) -> int:
+    from evoteam.cli.runs_view import Progress
+    from evoteam.gpu_bench.task import TaskError
+    from evoteam.roles.backends.choose import BackendError
+    from evoteam.supervisor.journal import Journal
+    from evoteam.supervisor.lock import RunLocked
+    from evoteam.supervisor.loop import Supervisor
+    from evoteam.supervisor.setup import SetupError, load_task, make_services
+    from evoteam.supervisor.state import fold, run_dir
+
+    state = fold(Journal(run_dir(root, run) / "journal.jsonl").events())
+    if state.config is None:
+        return _fail(f"no run {run!r} in {root / '.evoteam' / 'runs'} (`evoteam runs` lists them)")
+    try:
+        task = load_task(state.config)
+        services, runner = make_services(task, state.config, os.environ)
+    except (SetupError, TaskError, BackendError) as exc:
+        return _fail(str(exc))
+    progress = Progress(state.config)
+    services.on_change = progress.update
+    try:
+        final = Supervisor(root, run, services).run()
+    except RunLocked as exc:
+        return _fail(str(exc))
+    finally:
+        runner.close()
+    progress.done(final)
+    return 0

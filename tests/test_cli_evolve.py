@@ -1,0 +1,113 @@
+"""``evoteam evolve / runs / show / accept / cancel / resume`` as a user runs them, on a small git repository."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATA, KERNELS
+
+TOML = """
+[[kernel]]
+name = "scale_add"
+source = "kernel.cpp"
+language = "cpp"
+binding = "c"
+entry = "scale_add"
+definition = "scale_add.json"
+workloads = "scale_add.jsonl"
+flags = ["-O2"]
+
+[[kernel]]
+name = "cuda_kernel"
+source = "kernel.cu"
+language = "cuda"
+binding = "c"
+entry = "scale_add"
+definition = "scale_add.json"
+workloads = "scale_add.jsonl"
+target = "sm_90a"
+"""
+
+
+def evoteam(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "evoteam.cli.main", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo.parent / "home")},
+    )
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Someone")
+    git(root, "config", "user.email", "someone@example.com")
+    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
+    (root / "kernel.cu").write_text("// not used here\n")
+    for name in ("scale_add.json", "scale_add.jsonl"):
+        shutil.copyfile(DATA / name, root / name)
+    (root / "evoteam.toml").write_text(TOML)
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "kernel")
+    return root
+
+
+def test_evolve_show_accept_on_a_cpu_kernel(repo: Path) -> None:
+    done = evoteam(repo, "evolve", "kernel.cpp", "--rounds", "1", "--llm", "offline", "--evaluations", "3")
+    assert done.returncode == 0, done.stderr
+    assert "round 1/1" in done.stderr and "finished (rounds)" in done.stderr
+    assert git(repo, "status", "--porcelain") == ""  # .evoteam ignores itself; nothing of the user changed
+    listed = evoteam(repo, "runs").stdout.splitlines()
+    assert len(listed) == 1
+    run = listed[0].split("\t")[0]
+    shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
+    assert shown["finished"] == "rounds" and shown["candidates"] and len(shown["decisions"]) == 1
+    best = shown["best"]
+    assert best is not None
+    assert "evoteam/" + run + "/best" in git(repo, "branch", "--list", "evoteam/*")
+
+    (repo / "kernel.cpp").write_text("// my own edit\n")
+    refused = evoteam(repo, "accept", run)
+    assert refused.returncode == 1 and "uncommitted changes" in refused.stderr
+    assert (repo / "kernel.cpp").read_text() == "// my own edit\n"
+    accepted = evoteam(repo, "accept", run, "--force")
+    assert accepted.returncode == 0, accepted.stderr
+    sha = next(c["sha"] for c in shown["candidates"] if c["id"] == best)
+    assert (repo / "kernel.cpp").read_text() == git(repo, "show", f"{sha}:kernel.cpp")
+
+    assert evoteam(repo, "cancel", run).stdout.startswith(f"run {run} already finished")
+    assert evoteam(repo, "resume", run).returncode == 0  # a finished run resumes to nothing
+
+
+def test_bad_input_and_a_cuda_kernel_without_a_gpu_are_clear_errors(repo: Path) -> None:
+    unknown = evoteam(repo, "evolve", "nope", "--llm", "offline")
+    assert unknown.returncode == 2 and "no kernel named 'nope'" in unknown.stderr
+    cuda = evoteam(repo, "evolve", "cuda_kernel", "--llm", "offline")
+    if cuda.returncode == 2:
+        assert "no CUDA GPU" in cuda.stderr and "--runner ssh://HOST" in cuda.stderr
+    for command in (["show", "nope"], ["accept", "nope"], ["cancel", "nope"], ["resume", "nope"]):
+        result = evoteam(repo, *command)
+        assert result.returncode == 2 and "no run 'nope'" in result.stderr, command
+
+
+def test_a_second_evolve_on_a_running_kernel_is_refused(repo: Path) -> None:
+    from evoteam.supervisor.lock import KernelLock
+    from evoteam.supervisor.state import state_dir
+
+    with KernelLock(state_dir(repo), "scale_add", "someone-else"):
+        second = evoteam(repo, "evolve", "scale_add", "--llm", "offline")
+    assert second.returncode == 2 and "being evolved by run someone-else" in second.stderr

@@ -1,0 +1,133 @@
+"""The round loop end to end with the offline team on a real kernel: candidates evaluated, committed once each
+on round branches, best followed, decisions journaled, the user's dirty tree untouched, cancel and resume."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import KERNELS, quick_config, scale_add_task
+from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.task import KernelTask
+from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
+from evoteam.supervisor.agents import backend_factory
+from evoteam.supervisor.git_store import GitStore
+from evoteam.supervisor.loop import RunServices, Supervisor
+from evoteam.supervisor.state import RunConfig, fold
+from evoteam.supervisor.team import Team
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Someone")
+    git(root, "config", "user.email", "someone@example.com")
+    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "kernel")
+    with (root / "kernel.cpp").open("a") as handle:
+        handle.write("// an uncommitted edit of the user\n")
+    return root
+
+
+def snapshot(repo: Path) -> dict[str, str]:
+    files = {
+        p.relative_to(repo).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and not {".git", ".evoteam"} & set(p.relative_to(repo).parts)
+    }
+    return {
+        **files,
+        "index": hashlib.sha256((repo / ".git" / "index").read_bytes()).hexdigest(),
+        "HEAD": git(repo, "rev-parse", "HEAD") + (repo / ".git" / "HEAD").read_text(),
+        "status": git(repo, "status", "--porcelain=v2", "--untracked-files=all"),
+        "stash": git(repo, "stash", "list"),
+    }
+
+
+def services(task: KernelTask, evaluator: Evaluator, evaluations: int = 3) -> RunServices:
+    caches: dict[str, EvaluationCache] = {}
+
+    def evaluations_for(team: Team) -> EvaluationCache:
+        key = team.constraints.model_dump_json()
+        if key not in caches:
+            caches[key] = EvaluationCache(TaskEvaluations(evaluator, task, quick_config()))
+        return caches[key]
+
+    return RunServices(
+        task=task, evaluations=evaluations_for, agents=backend_factory("offline", task, {}, None, evaluations, seed=0)
+    )
+
+
+def test_an_offline_evolving_run_commits_every_candidate_once_and_leaves_the_tree_alone(
+    repo: Path, evaluator: Evaluator
+) -> None:
+    task = scale_add_task(source=repo / "kernel.cpp")
+    before = snapshot(repo)
+    supervisor = Supervisor(repo, "run-a", services(task, evaluator))
+    supervisor.start(RunConfig(run="run-a", kernel="scale_add", config=str(repo), rounds=2, budget=0, llm="offline"))
+    state = supervisor.run()
+
+    assert snapshot(repo) == before
+    assert state.finished == "rounds" and [r.round for r in state.rounds_finished] == [1, 2]
+    assert state.candidates, "the offline Optimizer submits its best config every round"
+    store = GitStore(repo, "run-a")
+    commits = store.candidates()
+    assert sorted(c.trailers["Evoteam-Candidate"] for c in commits) == sorted(state.candidates)
+    for commit in commits:
+        candidate = state.candidates[commit.trailers["Evoteam-Candidate"]]
+        assert candidate.sha == commit.sha and commit.trailers["Evoteam-Role"] == candidate.role
+        assert candidate.record is not None and commit.trailers["Evoteam-Status"] == candidate.record.status.value
+    base = store.ref("evoteam/run-a/base")
+    assert base is not None and b"an uncommitted edit" in store.read(base, "kernel.cpp")
+    assert state.best is not None and store.ref("evoteam/run-a/best") == state.candidates[state.best].sha
+    assert len(state.decisions) == 2 and all(d.rationale for d in state.decisions)
+    finished = [e.data for e in supervisor.journal.events() if e.kind == "agent_finished"]
+    assert {d["role"] for d in finished} >= {"Optimizer", "Profiling Scientist"}
+    assert state.profiled_rounds == {1, 2}  # the offline Profiling Scientist profiled every round
+    # Running it again does nothing: the journal says it is finished.
+    assert Supervisor(repo, "run-a", services(task, evaluator)).run().candidates.keys() == state.candidates.keys()
+
+
+def test_a_run_resumed_mid_round_records_nothing_twice(repo: Path, evaluator: Evaluator) -> None:
+    task = scale_add_task(source=repo / "kernel.cpp")
+    config = RunConfig(
+        run="run-b", kernel="scale_add", config=str(repo), rounds=2, budget=0, llm="offline", mode="single"
+    )
+    first = Supervisor(repo, "run-b", services(task, evaluator))
+    first.start(config)
+    first.run()
+    events = first.journal.events()
+    # Cut the journal just after round 2's first submission, as a kill -9 there would leave it.
+    cut = next(i for i, e in enumerate(events) if e.kind == "submitted" and e.data["round"] == 2) + 1
+    lines = first.journal.path.read_text().splitlines(keepends=True)
+    first.journal.path.write_text("".join(lines[:cut]))
+    resumed = Supervisor(repo, "run-b", services(task, evaluator)).run()
+    complete = fold(events)
+    assert resumed.finished == "rounds"
+    assert sorted(resumed.candidates) == sorted(complete.candidates)
+    kinds = [e.kind for e in Supervisor(repo, "run-b", services(task, evaluator)).journal.events()]
+    assert kinds.count("submitted") == len(complete.candidates)
+    assert kinds.count("committed") == len(complete.candidates)
+    assert len(GitStore(repo, "run-b").candidates()) == len(complete.candidates)
+
+
+def test_cancel_stops_before_the_next_round(repo: Path, evaluator: Evaluator) -> None:
+    task = scale_add_task(source=repo / "kernel.cpp")
+    supervisor = Supervisor(repo, "run-c", services(task, evaluator))
+    supervisor.start(
+        RunConfig(run="run-c", kernel="scale_add", config=str(repo), rounds=5, budget=0, llm="offline", mode="single")
+    )
+    (supervisor.dir / "cancel").write_text("")
+    state = supervisor.run()
+    assert state.finished == "cancelled" and state.rounds_finished == []
