@@ -45,36 +45,14 @@ def _fail(message: str) -> int:
 
 
 def run_evolve(args: argparse.Namespace) -> int:
-    from evoteam.gpu_bench.task import TaskError, find_config, load_tasks
-    from evoteam.supervisor.setup import SetupError, check_runnable
     from evoteam.supervisor.state import RunConfig, new_run_id
 
     if args.rounds < 1 or args.budget < 0:
         return _fail("--rounds must be at least 1 and --budget not negative")
-    target = Path(args.kernel)
-    config_path = find_config((target.parent if target.is_file() else Path.cwd()).resolve())
-    if config_path is None:
-        return _fail(f"no evoteam.toml in {Path.cwd()} or above; `evoteam import` or write one")
-    try:
-        tasks = load_tasks(config_path)
-    except TaskError as exc:
-        return _fail(str(exc))
-    if target.is_file():
-        matches = [t for t in tasks if t.source.resolve() == target.resolve()]
-        if not matches:
-            return _fail(f"{target} is not the source of any kernel in {config_path}")
-        task = matches[0]
-    else:
-        named = [t for t in tasks if t.name == args.kernel]
-        if not named:
-            return _fail(
-                f"no kernel named {args.kernel!r} in {config_path}; kernels: {', '.join(t.name for t in tasks)}"
-            )
-        task = named[0]
-    try:
-        check_runnable(task, args.runner)
-    except SetupError as exc:
-        return _fail(str(exc))
+    found = select_task(args.kernel, args.runner)
+    if isinstance(found, str):
+        return _fail(found)
+    config_path, task = found
     config = RunConfig(
         run=new_run_id(task.name),
         kernel=task.name,
@@ -89,10 +67,40 @@ def run_evolve(args: argparse.Namespace) -> int:
         evaluations_per_agent=args.evaluations,
         seed=args.seed,
     )
-    return _start(config, task, args.detach)
+    return start(config, task, args.detach)
 
 
-def _start(config: Any, task: Any, detach: bool) -> int:
+def select_task(kernel: str, runner: str) -> tuple[Path, Any] | str:
+    """The evoteam.toml and task named by ``kernel`` (a name or a kernel file), or the error to print."""
+    from evoteam.gpu_bench.task import TaskError, find_config, load_tasks
+    from evoteam.supervisor.setup import SetupError, check_runnable
+
+    target = Path(kernel)
+    config_path = find_config((target.parent if target.is_file() else Path.cwd()).resolve())
+    if config_path is None:
+        return f"no evoteam.toml in {Path.cwd()} or above; `evoteam import` or write one"
+    try:
+        tasks = load_tasks(config_path)
+    except TaskError as exc:
+        return str(exc)
+    if target.is_file():
+        matches = [t for t in tasks if t.source.resolve() == target.resolve()]
+        if not matches:
+            return f"{target} is not the source of any kernel in {config_path}"
+        task = matches[0]
+    else:
+        named = [t for t in tasks if t.name == kernel]
+        if not named:
+            return f"no kernel named {kernel!r} in {config_path}; kernels: {', '.join(t.name for t in tasks)}"
+        task = named[0]
+    try:
+        check_runnable(task, runner)
+    except SetupError as exc:
+        return str(exc)
+    return config_path, task
+
+
+def start(config: Any, task: Any, detach: bool) -> int:
     from evoteam.supervisor.git_store import GitStore, GitStoreError
     from evoteam.supervisor.lock import KernelLock, RunLocked
     from evoteam.supervisor.loop import start_run

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evoteam.cli import bench, check, evolve, profile, runs, worker
+    from evoteam.cli import bench, check, compare, evolve, profile, runs, worker
 
     parser = argparse.ArgumentParser(prog="evoteam", description="Evolving agent teams for kernel optimization.")
     parser.add_argument("--version", action="version", version=f"evoteam {_version()}")
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     check.add_parser(sub)
     evolve.add_parser(sub)
+    compare.add_parser(sub)
     runs.add_parser(sub)
     profile.add_parser(sub)
     worker.add_parser(sub)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import DATA, KERNELS
 
 TOML = """
@@ -111,3 +112,61 @@ def test_a_second_evolve_on_a_running_kernel_is_refused(repo: Path) -> None:
     with KernelLock(state_dir(repo), "scale_add", "someone-else"):
         second = evoteam(repo, "evolve", "scale_add", "--llm", "offline")
     assert second.returncode == 2 and "being evolved by run someone-else" in second.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [3.0, 5.5, 8.0])
+def test_kill_9_at_any_point_then_resume_records_every_candidate_exactly_once(repo: Path, delay: float) -> None:
+    import os
+    import signal
+    import time
+
+    command = [
+        sys.executable,
+        "-m",
+        "evoteam.cli.main",
+        "evolve",
+        "scale_add",
+        "--rounds",
+        "2",
+        "--team",
+        "single",
+        "--llm",
+        "offline",
+        "--evaluations",
+        "3",
+    ]
+    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo.parent / "home")}
+    with subprocess.Popen(
+        command, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    ) as proc:
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGKILL)
+    runs = list((repo / ".evoteam" / "runs").glob("*"))
+    if not runs:
+        pytest.skip("killed before the run was created")
+    run = runs[0].name
+    resumed = evoteam(repo, "resume", run)
+    assert resumed.returncode == 0, resumed.stderr
+    shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
+    assert shown["finished"] == "rounds" and [r["round"] for r in shown["rounds"]] == [1, 2]
+    ids = [c["id"] for c in shown["candidates"]]
+    assert ids and len(ids) == len(set(ids))
+    journal = [json.loads(line) for line in (runs[0] / "journal.jsonl").read_text().splitlines()]
+    for kind in ("submitted", "evaluated", "committed"):
+        recorded = [e["data"].get("id") or e["data"]["record"]["id"] for e in journal if e["kind"] == kind]
+        assert sorted(recorded) == sorted(ids), kind
+    trailers = git(repo, "log", "--format=%(trailers:key=Evoteam-Candidate,valueonly)", "--branches=evoteam/*/round-*")
+    assert sorted(t for t in trailers.split() if t) == sorted(ids)
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_compare_runs_the_three_teams_under_one_budget_and_prints_a_table(repo: Path) -> None:
+    done = evoteam(
+        repo, "compare", "scale_add", "--rounds", "1", "--llm", "offline", "--evaluations", "2", "--budget", "1000"
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.strip().startswith(("│ single", "│ fixed", "│ evolving"))]
+    assert len(rows) == 3, done.stdout
+    assert all("0/1000" in row for row in rows)  # the offline teams spend no tokens
+    assert len(evoteam(repo, "runs").stdout.splitlines()) == 3
