@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +125,17 @@ class Bench:
 @pytest.fixture(scope="module")
 def bench(evaluator: Evaluator, definition: Definition, workloads: list[Workload]) -> Bench:
     return Bench(evaluator, definition, workloads)
+
+
+def git(repo: Path, *args: str) -> str:
+    """Runs git in ``repo`` and returns its output (raises on failure)."""
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def init_repo(root: Path) -> Path:
+    """A new git repository at ``root`` with a committer identity of its own."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Someone")
+    git(root, "config", "user.email", "someone@example.com")
+    return root

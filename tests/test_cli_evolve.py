@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, KERNELS
+from conftest import DATA, KERNELS, git, init_repo
 
 TOML = """
 [[kernel]]
@@ -46,17 +46,9 @@ def evoteam(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Someone")
-    git(root, "config", "user.email", "someone@example.com")
+    root = init_repo(tmp_path / "repo")
     shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
     (root / "kernel.cu").write_text("// not used here\n")
     for name in ("scale_add.json", "scale_add.jsonl"):

@@ -4,26 +4,18 @@ working tree, index, HEAD, stash and config left byte-identical."""
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
+from conftest import git, init_repo
 from evoteam.supervisor.git_store import GitStore, GitStoreError, branch_name, round_branch
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Someone")
-    git(root, "config", "user.email", "someone@example.com")
+    root = init_repo(tmp_path / "repo")
     (root / "k").mkdir()
     (root / "k" / "kernel.cpp").write_text("int v = 1;\n")
     (root / "other.txt").write_text("other\n")
