@@ -140,7 +140,7 @@ class Supervisor:
                     "round_started", {"round": round_number, "team": state.team.model_dump(mode="json")}
                 )
             self._round(round_number, state.team, budget)
-            self._finish_round(round_number, config)
+            self._finish_round(round_number, config, budget)
             if self.services.on_change is not None:
                 self.services.on_change(fold(self.journal.events()))
         final = fold(self.journal.events())
@@ -348,12 +348,10 @@ class Supervisor:
                 self.journal.append("best", {"id": top.id, "sha": top.sha, "speedup": top.record.geomean_speedup})
 
     def _best_source(self, state: RunState) -> str:
+        """The best candidate's sources (the base's before any passed), to see what a candidate dropped."""
         if state.best is None:
-            return (
-                "\n".join((self.root / p).read_text(encoding="utf-8", errors="replace") for p in self._paths())
-                if state.base is None
-                else "\n".join(self.git.read(state.base, p).decode("utf-8", "replace") for p in self._paths())
-            )
+            assert state.base is not None
+            return "\n".join(self.git.read(state.base, p).decode("utf-8", "replace") for p in self._paths())
         return "\n".join(s["content"] for s in state.candidates[state.best].solution["sources"])
 
     def _commit(
@@ -381,7 +379,7 @@ class Supervisor:
             round_number, cid, self._files_of(solution), f"{role}: {rationale}", body, trailers
         )
 
-    def _finish_round(self, round_number: int, config: RunConfig) -> None:
+    def _finish_round(self, round_number: int, config: RunConfig, budget: TokenBudget) -> None:
         state = fold(self.journal.events())
         if any(r.round == round_number for r in state.rounds_finished):
             return
@@ -404,9 +402,6 @@ class Supervisor:
         known = set(self.services.roles)
         if config.mode == "evolving" and self.services.supervisor_llm is not None:
             llm, model = self.services.supervisor_llm
-            budget = _JournaledBudget(config.budget, self.journal)
-            for (role, agent), usage in state.tokens.items():
-                budget.restore(usage, role, agent)
             decision = llm_decide(llm, model, budget, team, rounds, found, known)
         else:
             decision = decide(config.mode, team, rounds, found)
