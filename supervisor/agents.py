@@ -1,9 +1,10 @@
-"""Which agent plays a role: the backend's agent for roles that write code, small tool-driven agents offline.
+"""Which agent plays a role: the backend's agent with a model; offline, a small tool-driven agent per role.
 
-Offline there is no model: roles that write and submit code (Optimizer, Debugger, Explorer) are the offline
-knob tuner, each round with its own seed so rounds explore different configs; the Profiling Scientist profiles
-the current kernel and records what it measured as a hardware note. Other roles have no offline behaviour and
-sit the round out (the journal says so).
+Offline there is no model. Roles that write and submit code (Optimizer, Debugger, Explorer) are the offline knob
+tuner, each round with its own seed so rounds explore different configs; the others are the rule-based agents of
+``roles.offline.roles``, chosen by what the role may do: a role that can veto is the Disciplinarian, one with
+``profile`` the Profiling Scientist, one with ``evaluate`` the Reviewer, one with only the knowledge tools the
+Knowledge Integrator. A role that fits none sits the round out (the journal says so).
 """
 
 from __future__ import annotations
@@ -11,53 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from evoteam.gpu_bench.task import KernelTask
-from evoteam.roles.agent import AgentEvent, EventSink
-from evoteam.roles.agent_api import Agent, AgentContext, AgentReport
+from evoteam.roles.agent import EventSink
+from evoteam.roles.agent_api import Agent
 from evoteam.roles.backends.choose import BackendName, make_agent
 from evoteam.roles.spec import RoleSpec
 
 _WRITERS = {"write", "submit_candidate", "evaluate", "view"}
-
-
-class OfflineProfiler:
-    """Profiles the workspace's kernel with the ``profile`` tool and records the result as a hardware note."""
-
-    def __init__(self, on_event: EventSink | None = None) -> None:
-        self.on_event = on_event
-
-    def run(self, context: AgentContext) -> AgentReport:
-        a = context.assignment
-        result = context.toolbox.call("profile", {})
-        if self.on_event is not None:
-            self.on_event(
-                AgentEvent(
-                    kind="tool",
-                    role=a.role.name,
-                    agent_id=a.agent_id,
-                    turn=1,
-                    tool="profile",
-                    is_error=result.is_error,
-                    result=result.content.splitlines()[0] if result.content else "",
-                )
-            )
-        if not result.is_error and "write_note" in context.toolbox:
-            lines = result.content.splitlines()
-            context.toolbox.call(
-                "write_note",
-                {
-                    "kind": "hardware",
-                    "title": f"profile of round {a.round}: " + (lines[0] if lines else "")[:150],
-                    "body": "\n".join(lines[:40]),
-                },
-            )
-        return AgentReport(
-            role=a.role.name,
-            agent_id=a.agent_id,
-            turns=1,
-            stop="end_turn",
-            error=result.content if result.is_error else None,
-            final_text=result.content[:2000],
-        )
 
 
 AgentFactory = Callable[[RoleSpec, int, int, EventSink, Callable[[], bool]], Agent | None]
@@ -79,9 +39,7 @@ def backend_factory(
                     on_event=sink,
                     should_stop=stop,
                 )
-            if "profile" in role.tools:
-                return OfflineProfiler(on_event=sink)
-            return None
+            return offline_role(role, sink)
         from evoteam.roles.agent import LoopAgent
 
         agent = make_agent(backend, task, env, model=role.model or model)
@@ -90,3 +48,24 @@ def backend_factory(
         return agent
 
     return build
+
+
+def offline_role(role: RoleSpec, sink: EventSink) -> Agent | None:
+    """The rule-based agent of a role that does not write code, or None when none fits its tools."""
+    from evoteam.roles.offline.roles import (
+        OfflineDisciplinarian,
+        OfflineIntegrator,
+        OfflineProfiler,
+        OfflineReviewer,
+    )
+
+    tools = set(role.tools)
+    if role.can_veto and "compile" in tools:
+        return OfflineDisciplinarian(sink)
+    if "profile" in tools:
+        return OfflineProfiler(sink)
+    if "evaluate" in tools:
+        return OfflineReviewer(sink)
+    if {"read_knowledge", "write_note"} <= tools:
+        return OfflineIntegrator(sink)
+    return None
