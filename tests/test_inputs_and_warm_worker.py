@@ -54,3 +54,8 @@ def test_one_warm_worker_serves_a_stream_of_candidates(bench: Bench, runner: Loc
     for name in ("honest.py", "partial_write.cpp", "honest.cpp", "modifies_input.cpp"):
         bench(name, only={"small-1000"})
     assert runner.worker_starts == starts
+
+
+def test_a_python_solution_is_importable_by_name_while_it_loads(bench: Bench) -> None:
+    result = bench("uses_dataclass.py")  # dataclasses resolve annotations through sys.modules[the module]
+    assert result.status == EvaluationStatus.PASSED, [w.reason for w in result.workloads] + [result.load_error]

@@ -43,9 +43,12 @@ def _load(folder: Path, entry_file: str, symbol: str) -> Callable[..., Any]:
         raise KernelLoadError(f"cannot import {entry_file}")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(folder))
+    # Registered while it runs, as an import would: dataclasses, pickling and inspect look the module up by name.
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
+        sys.modules.pop(module_name, None)
         raise KernelLoadError(f"importing {entry_file} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.path.remove(str(folder))
