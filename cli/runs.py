@@ -44,7 +44,8 @@ def _root() -> Path | None:
         return None
 
 
-def _state(run: str) -> Any:
+def run_state(run: str) -> Any:
+    """The repository root and the run's state (None for either that is not there)."""
     from evoteam.supervisor.journal import Journal, JournalError
     from evoteam.supervisor.state import fold, run_dir
 
@@ -83,7 +84,7 @@ def run_show(args: argparse.Namespace) -> int:
 
     from evoteam.cli.runs_view import show
 
-    _, state = _state(args.run_id)
+    _, state = run_state(args.run_id)
     if state is None:
         return _fail(f"no run {args.run_id!r} here (`evoteam runs` lists them)")
     if args.json:
@@ -120,7 +121,7 @@ def _as_json(state: Any) -> dict[str, Any]:
 def run_cancel(args: argparse.Namespace) -> int:
     from evoteam.supervisor.state import run_dir
 
-    root, state = _state(args.run_id)
+    root, state = run_state(args.run_id)
     if state is None:
         return _fail(f"no run {args.run_id!r} here (`evoteam runs` lists them)")
     if state.finished is not None:
@@ -136,7 +137,7 @@ def run_accept(args: argparse.Namespace) -> int:
     from evoteam.supervisor.loop import kernel_paths
     from evoteam.supervisor.setup import SetupError, load_task
 
-    root, state = _state(args.run_id)
+    root, state = run_state(args.run_id)
     if state is None:
         return _fail(f"no run {args.run_id!r} here (`evoteam runs` lists them)")
     chosen = args.candidate or state.best

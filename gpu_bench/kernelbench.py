@@ -1,0 +1,398 @@
+"""Imports a KernelBench problem (``class Model``, ``get_inputs()``, ``get_init_inputs()``) as an evoteam task.
+
+The problem runs once here, on the CPU, at the chosen sizes: ``get_inputs()`` gives the definition's inputs
+(shapes and dtypes, one constant axis per dimension, named after the module constant of that size when
+exactly one has it), ``Model(*get_init_inputs())(*inputs)`` its outputs. The reference is generated code that
+embeds the problem's source (see ``kernelbench_codegen``), so the definition needs no file beside it.
+
+Inputs of the workload (``inputs="auto"``): a floating-point tensor that ``get_inputs()`` draws like
+``torch.randn`` is drawn afresh by the evaluator for every trial (standard normal), which keeps its trust checks
+(fresh values per trial, buffer reuse) working; any other tensor (``torch.rand``, a softmax, a triangular
+matrix, indices, labels, masks: values whose range or structure only the problem knows) is what
+``get_inputs()`` gave under ``torch.manual_seed(seed)``, stored in a safetensors blob. ``"recorded"`` stores
+every tensor, ``"random"`` draws every float tensor. Scalars from ``get_inputs()`` are scalar inputs.
+
+Candidates are ``python``-binding solutions of two files: ``kernelbench_run.py`` (the adapter, entry ``run``)
+and ``model_new.py`` (a KernelBench-style file defining ``class ModelNew(nn.Module)``).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoteam.gpu_bench.kernelbench_codegen import (
+    ADAPTER_FILE,
+    ENTRY,
+    MODEL_NEW_FILE,
+    PRELUDE_NAMES,
+    adapter_code,
+    prelude,
+    reference_code,
+    starting_model_new,
+)
+from evoteam.gpu_bench.kernelbench_source import SourceError, find_constants, parse, rewrite, scaled
+from evoteam.gpu_bench.kernelbench_values import (
+    const_axes,
+    describe,
+    dtype_of,
+    input_names,
+    not_like_randn,
+    output_names,
+    scalar_dtype,
+)
+from evoteam.gpu_bench.schema import (
+    Binding,
+    BuildSpec,
+    Definition,
+    DType,
+    Language,
+    RandomInput,
+    SafetensorsInput,
+    ScalarInput,
+    Solution,
+    SourceFile,
+    TensorSpec,
+    Workload,
+)
+from evoteam.gpu_bench.schema.workload import InputSpec
+from evoteam.gpu_bench.task import KernelTask
+
+OP_TYPE = "kernelbench"
+DEFAULT_SEED = 42
+"""KernelBench's own evaluation seed."""
+SCALE_MIN = 8
+"""``--scale`` leaves integer constants below this alone (kernel sizes, strides, small channel counts)."""
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_FORWARD = "Model(*get_init_inputs())(*get_inputs())"
+
+
+class KernelBenchError(ValueError):
+    """The problem file cannot be imported (unreadable, broken, not in KernelBench's format); one line."""
+
+
+class ImportOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    """Task and definition name (default: from the file name, ``kb_`` in front of a leading digit)."""
+    overrides: dict[str, bool | int | float] = Field(default_factory=dict)
+    """Module-level constants to set before ``get_inputs()`` and ``get_init_inputs()`` run (after ``scale``)."""
+    scale: float | None = Field(default=None, gt=0)
+    """Multiply every integer constant of at least ``SCALE_MIN`` that is a dimension of an input or output."""
+    seed: int = DEFAULT_SEED
+    target: str = "cpu"
+    inputs: Literal["auto", "random", "recorded"] = "auto"
+    """Which float tensors the evaluator draws afresh: those drawn like torch.randn, all, or none."""
+    model_new: str | None = None
+    """Source of the starting ``model_new.py`` (default: the problem with ``class ModelNew(Model)`` added)."""
+
+
+@dataclass
+class ImportedProblem:
+    """Everything a task is made of, not yet written anywhere."""
+
+    name: str
+    origin: str
+    definition: Definition
+    workload: Workload
+    adapter: str
+    model_new: str
+    baseline_model_new: str
+    """The problem's own Model as ModelNew: what candidates are measured against."""
+    blobs: dict[str, torch.Tensor]
+    sizes: dict[str, bool | int | float]
+    """The constants that were changed, with their new values."""
+    target: str
+    notes: list[str] = field(default_factory=list)
+
+    def blob_path(self) -> str:
+        return f"blobs/{self.name}.safetensors"
+
+    def baseline(self) -> Solution:
+        """The problem's Model through the adapter, so the adapter's cost is on both sides of a speedup."""
+        return Solution(
+            name=f"{self.name}__model",
+            definition=self.definition.name,
+            author="kernelbench",
+            spec=BuildSpec(
+                language=Language.PYTHON,
+                target_hardware=[self.target],
+                entry_point=f"{ADAPTER_FILE}::{ENTRY}",
+                binding=Binding.PYTHON,
+            ),
+            sources=[
+                SourceFile(path=ADAPTER_FILE, content=self.adapter),
+                SourceFile(path=MODEL_NEW_FILE, content=self.baseline_model_new),
+            ],
+            description="The KernelBench problem's Model, as ModelNew behind evoteam's adapter.",
+        )
+
+
+def candidate_solution(task: KernelTask, definition: Definition, model_new: Path, name: str | None = None) -> Solution:
+    """An imported task's adapter with the ModelNew file ``model_new``, built like the task's own source."""
+    if task.source.name != ADAPTER_FILE:
+        raise KernelBenchError(
+            f"kernel {task.name!r} is not an imported KernelBench task (its source is not {ADAPTER_FILE})"
+        )
+    try:
+        adapter, candidate = task.source.read_text(), model_new.read_text()
+    except OSError as exc:
+        raise KernelBenchError(f"cannot read {exc.filename}: {exc.strerror}") from None
+    sources = [SourceFile(path=ADAPTER_FILE, content=adapter), SourceFile(path=MODEL_NEW_FILE, content=candidate)]
+    spec = task.build_spec()
+    return Solution(name=name or model_new.stem, definition=definition.name, author="user", spec=spec, sources=sources)
+
+
+def default_name(problem: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9]+", "_", problem.stem).strip("_").lower() or "problem"
+    return f"kb_{name}" if name[0].isdigit() else name
+
+
+def import_problem(problem: Path, options: ImportOptions | None = None) -> ImportedProblem:
+    """Runs ``problem`` once on the CPU and builds its definition, workload, adapter and starting ModelNew."""
+    options = options or ImportOptions()
+    name = options.name or default_name(problem)
+    if not _NAME.fullmatch(name):
+        raise KernelBenchError(f"task name {name!r} must be letters, digits, '_', '.' or '-' (not first)")
+    try:
+        original = problem.read_text()
+    except OSError as exc:
+        raise KernelBenchError(f"cannot read {problem}: {exc.strerror}") from None
+    origin, seed = problem.name, options.seed
+    try:
+        _check_shape_of_file(parse(original, origin), origin)
+        sizes: dict[str, bool | int | float] = {}
+        if options.scale is not None:
+            sizes.update(_scaled_sizes(original, origin, options.scale, seed))
+        sizes.update(options.overrides)
+        source = rewrite(original, sizes, origin)
+    except SourceError as exc:
+        raise KernelBenchError(str(exc)) from None
+    model_new = options.model_new if options.model_new is not None else starting_model_new(source)
+    _check_model_new(model_new)
+
+    namespace = _exec(prelude(source, seed, origin), origin)
+    model = _model_class(namespace["PROBLEM"], origin)
+    values = _call_get_inputs(namespace, origin)
+    in_names = input_names(model, len(values), PRELUDE_NAMES | {"run"})
+    reference = reference_code(source, seed, origin, in_names)
+    run = _exec(reference, origin)["run"]
+    outputs = _outputs(_call(lambda: run(*values), origin, _FORWARD), origin)
+    out_names = output_names(len(outputs), in_names)
+
+    constants = find_constants(source, origin)
+    named_sizes = {n: v for n, v in namespace["PROBLEM"].items() if n in constants and type(v) is int and v >= 2}
+    tensors = [(n, v) for n, v in zip(in_names, values, strict=True) if isinstance(v, torch.Tensor)]
+    tensors += list(zip(out_names, outputs, strict=True))
+    axes, shapes = const_axes(tensors, named_sizes)
+    given = dict(zip(in_names, values, strict=True))
+    inputs = {
+        n: TensorSpec(shape=shapes[n], dtype=_dtype(v, f"input {n!r}", origin))
+        if isinstance(v, torch.Tensor)
+        else TensorSpec(shape=None, dtype=scalar_dtype(v))
+        for n, v in given.items()
+    }
+    output_specs = {
+        n: TensorSpec(shape=shapes[n], dtype=_dtype(t, f"output {n!r}", origin))
+        for n, t in zip(out_names, outputs, strict=True)
+    }
+    specs, blobs, notes = _input_specs(given, options.inputs, f"blobs/{name}.safetensors")
+    notes += _finite_on_random_inputs(run, values, outputs, specs)
+    definition = Definition(
+        name=name,
+        op_type=OP_TYPE,
+        axes=dict(axes),
+        inputs=inputs,
+        outputs=output_specs,
+        reference=reference,
+        tags=["source:kernelbench"],
+        description=_description(origin, model, named_sizes, sizes, seed),
+    )
+    workload = Workload(
+        uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"evoteam-kernelbench:{name}:{reference}")), axes={}, inputs=specs
+    )
+    return ImportedProblem(
+        name=name,
+        origin=origin,
+        definition=definition,
+        workload=workload,
+        adapter=adapter_code(source, seed, origin, in_names, out_names),
+        model_new=model_new,
+        baseline_model_new=starting_model_new(source),
+        blobs=blobs,
+        sizes=sizes,
+        target=options.target,
+        notes=notes,
+    )
+
+
+def _input_specs(
+    given: dict[str, Any], mode: Literal["auto", "random", "recorded"], blob_path: str
+) -> tuple[dict[str, InputSpec], dict[str, torch.Tensor], list[str]]:
+    """How the workload makes each input, the tensors to record, and a note for each float tensor recorded."""
+    specs: dict[str, InputSpec] = {}
+    blobs: dict[str, torch.Tensor] = {}
+    notes: list[str] = []
+    for n, value in given.items():
+        if not isinstance(value, torch.Tensor):
+            specs[n] = ScalarInput(type="scalar", value=value)
+            continue
+        floating = value.dtype.is_floating_point
+        why = not_like_randn(value) if floating and mode == "auto" else None
+        if floating and (mode == "random" or (mode == "auto" and why is None)):
+            specs[n] = RandomInput(type="random")
+            continue
+        specs[n] = SafetensorsInput(type="safetensors", path=blob_path, tensor_key=n)
+        blobs[n] = value.detach().contiguous().clone()
+        if why is not None:
+            notes.append(f"input {n!r} is recorded, not drawn afresh per trial: {why}")
+    return specs, blobs, notes
+
+
+def _description(
+    origin: str,
+    model: type[torch.nn.Module],
+    named_sizes: dict[str, int],
+    sizes: dict[str, bool | int | float],
+    seed: int,
+) -> str:
+    doc = inspect.getdoc(model)
+    summary = f" {doc.splitlines()[0]}" if doc else ""
+    named = ", ".join(f"{n}={v}" for n, v in named_sizes.items()) or "none named"
+    changed = f" (changed from the file: {', '.join(f'{n}={v}' for n, v in sizes.items())})" if sizes else ""
+    weights = f"Weights: torch.manual_seed({seed}) before Model(*get_init_inputs())."
+    return f"KernelBench problem {origin}.{summary} Sizes: {named}{changed}. {weights}"
+
+
+def _check_shape_of_file(tree: ast.Module, origin: str) -> None:
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {(a.asname or a.name) for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    missing = [n for n in ("Model", "get_inputs") if n not in defined]
+    if missing:
+        raise KernelBenchError(
+            f"{origin} is not a KernelBench problem: it defines no {' and no '.join(missing)} "
+            "(it needs class Model(nn.Module), get_inputs() and get_init_inputs())"
+        )
+
+
+def _check_model_new(source: str) -> None:
+    try:
+        tree = parse(source, MODEL_NEW_FILE)
+    except SourceError as exc:
+        raise KernelBenchError(str(exc)) from None
+    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
+        raise KernelBenchError("the ModelNew file defines no top-level class ModelNew")
+
+
+def _exec(code: str, origin: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": "kernelbench_import"}
+    _call(lambda: exec(compile(code, f"<kernelbench {origin}>", "exec"), namespace), origin, "importing it")
+    return namespace
+
+
+def _call(fn: Callable[[], Any], origin: str, what: str) -> Any:
+    """``fn()``; any exception of the problem's code becomes one KernelBenchError line."""
+    try:
+        return fn()
+    except KernelBenchError:
+        raise
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        detail = f": {text[0]}" if text else ""
+        raise KernelBenchError(f"{origin}: {what} failed: {type(exc).__name__}{detail}") from None
+
+
+def _model_class(problem: dict[str, Any], origin: str) -> type[torch.nn.Module]:
+    model = problem.get("Model")
+    if not (isinstance(model, type) and issubclass(model, torch.nn.Module)):
+        raise KernelBenchError(f"{origin}: Model is not a class derived from torch.nn.Module")
+    for fn in ("get_inputs", "get_init_inputs"):
+        if fn in problem and not callable(problem[fn]):
+            raise KernelBenchError(f"{origin}: {fn} is not a function")
+    return model
+
+
+def _call_get_inputs(namespace: dict[str, Any], origin: str) -> list[Any]:
+    get = namespace["PROBLEM"]["get_inputs"]
+    values = _call(lambda: namespace["_seeded"](get, torch.device("cpu")), origin, "get_inputs()")
+    if not isinstance(values, list | tuple) or not values:
+        raise KernelBenchError(f"{origin}: get_inputs() must return a non-empty list, not {describe(values)}")
+    for i, value in enumerate(values):
+        if not isinstance(value, torch.Tensor | bool | int | float):
+            raise KernelBenchError(f"{origin}: get_inputs()[{i}] is {describe(value)}, not a tensor or a number")
+    return list(values)
+
+
+def _outputs(produced: object, origin: str) -> list[torch.Tensor]:
+    values = [produced] if isinstance(produced, torch.Tensor) else produced
+    if not isinstance(values, list | tuple) or not values or not all(isinstance(v, torch.Tensor) for v in values):
+        raise KernelBenchError(
+            f"{origin}: Model.forward must return a tensor or a tuple of tensors, not {describe(produced)}"
+        )
+    return list(values)
+
+
+def _dtype(value: torch.Tensor, what: str, origin: str) -> DType:
+    dtype = dtype_of(value)
+    if dtype is None:
+        raise KernelBenchError(f"{origin}: {what} has dtype {value.dtype}, which definitions cannot express")
+    return dtype
+
+
+def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> dict[str, int]:
+    """The integer constants (at least ``SCALE_MIN``) that are a dimension of an input, or of an output when
+    the model runs on torch's meta device, each times ``factor``."""
+    namespace = _exec(prelude(source, seed, origin), origin)
+    meta = torch.device("meta")
+    with meta:
+        values = _call(lambda: namespace["PROBLEM"]["get_inputs"](), origin, "--scale: get_inputs() on the meta device")
+    dims = {d for v in values if isinstance(v, torch.Tensor) for d in v.shape}
+    try:
+        with meta:
+            produced = namespace["forward"](namespace["PROBLEM"]["Model"], tuple(values))
+        outputs = [produced] if isinstance(produced, torch.Tensor) else list(produced)
+        dims |= {d for o in outputs if isinstance(o, torch.Tensor) for d in o.shape}
+    except Exception:  # an op without a meta kernel: the input dimensions alone decide
+        pass
+    constants = find_constants(source, origin)
+    return {
+        n: scaled(c.literal, factor)
+        for n, c in constants.items()
+        if type(c.literal) is int and c.literal >= SCALE_MIN and c.literal in dims
+    }
+
+
+def _finite_on_random_inputs(
+    run: Callable[..., Any], values: list[Any], outputs: list[torch.Tensor], specs: dict[str, InputSpec]
+) -> list[str]:
+    """A note when the reference is finite on get_inputs()'s values but not on the evaluator's draws."""
+    if not any(isinstance(s, RandomInput) for s in specs.values()) or not all(
+        bool(o.isfinite().all()) for o in outputs
+    ):
+        return []
+    generator = torch.Generator().manual_seed(0)
+    drawn = [
+        torch.randn(v.shape, generator=generator).to(v.dtype)
+        if isinstance(spec, RandomInput) and isinstance(v, torch.Tensor)
+        else v
+        for v, spec in zip(values, specs.values(), strict=True)
+    ]
+    try:
+        produced = run(*drawn)
+    except Exception as exc:
+        return [f"the reference fails on standard normal inputs ({type(exc).__name__}); try --inputs recorded"]
+    again = [produced] if isinstance(produced, torch.Tensor) else list(produced)
+    if all(isinstance(o, torch.Tensor) and bool(o.isfinite().all()) for o in again):
+        return []
+    return ["the reference gives NaN or inf on standard normal inputs; --inputs recorded keeps get_inputs()'s values"]

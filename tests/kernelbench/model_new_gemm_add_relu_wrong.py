@@ -1,0 +1,13 @@
+# A wrong KernelBench-style candidate for 76_Gemm_Add_ReLU.py: it forgets the bias.
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, bias_shape):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features, bias=False)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        return torch.relu(x @ self.gemm.weight.t())

@@ -1,0 +1,443 @@
+"""``evoteam import kernelbench``: sample problems in KernelBench's format imported and evaluated for real."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import TESTS, quick_config
+from evoteam.cli import import_kernelbench
+from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.evaluate import EvalConfig, make_reference
+from evoteam.gpu_bench.kernelbench import ImportOptions, candidate_solution, default_name, import_problem
+from evoteam.gpu_bench.kernelbench_source import SourceError, find_constants, parse_override, rewrite, scaled
+from evoteam.gpu_bench.kernelbench_values import not_like_randn
+from evoteam.gpu_bench.reference import reference_solution
+from evoteam.gpu_bench.result import CandidateResult
+from evoteam.gpu_bench.runner import LocalRunner
+from evoteam.gpu_bench.schema import EvaluationStatus, RandomInput, SafetensorsInput, Solution
+from evoteam.gpu_bench.task import KernelTask, find_task, load_tasks
+from evoteam.gpu_bench.timing import TimingConfig
+
+SAMPLES = TESTS / "kernelbench"
+MATMUL = SAMPLES / "1_Square_matrix_multiplication_.py"
+TRIL = SAMPLES / "15_Matmul_for_lower_triangular_matrices.py"
+SOFTMAX = SAMPLES / "23_Softmax.py"
+CONV = SAMPLES / "54_conv_standard_2D_square_kernel.py"
+GEMM = SAMPLES / "76_Gemm_Add_ReLU.py"
+XENT = SAMPLES / "95_CrossEntropyLoss.py"
+SMALL = {
+    MATMUL: ["N=48"],
+    TRIL: ["M=64"],
+    SOFTMAX: ["batch_size=4", "dim=512"],
+    CONV: ["batch_size=2", "height=12", "width=10", "out_channels=8"],
+    GEMM: ["batch_size=8", "in_features=64", "out_features=32"],
+    XENT: ["batch_size=64"],
+}
+SPEEDUP = (0.5, 2.0)
+"""Where the speedup of a kernel over an identical one must land (on one of a few measurements)."""
+STEADY = TimingConfig(warmup_s=0.01, min_samples=10, max_samples=200, max_time_s=0.2, flush_cache=False)
+
+
+def import_cli(*args: str | Path) -> int:
+    parser = argparse.ArgumentParser(prog="evoteam import")
+    import_kernelbench.add_parser(parser.add_subparsers(dest="kind", required=True))
+    parsed = parser.parse_args(["kernelbench", *map(str, args)])
+    code: int = parsed.run(parsed)
+    return code
+
+
+def imported(problem: Path, out: Path, *extra: str | Path) -> KernelTask:
+    """``problem`` imported at its small test sizes into ``out``; its task."""
+    assert import_cli(problem, "--out", out, "--size-override", *SMALL[problem], *extra) == 0
+    name = str(extra[extra.index("--name") + 1]) if "--name" in extra else default_name(problem)
+    return find_task(name, out)
+
+
+def evaluate(evaluator: Evaluator, task: KernelTask, candidate: Solution, baseline: Solution) -> CandidateResult:
+    definition = task.load_definition()
+    return evaluator.evaluate(definition, task.load_workloads(), candidate, baseline, quick_config(), task.blob_root())
+
+
+def speedup_near_one(runner: LocalRunner, task: KernelTask, candidate: Solution, baseline: Solution) -> list[float]:
+    """Speedups of ``candidate`` over ``baseline`` (equal kernels), measured until one lies within SPEEDUP, at
+    most four times, each with a fresh evaluator (the baseline measured again): a noisy neighbour on a shared CPU
+    can spoil one measurement, not four."""
+    definition, workloads = task.load_definition(), task.load_workloads()
+    config = EvalConfig(timeout_s=20.0, timing=STEADY)
+    seen: list[float] = []
+    while len(seen) < 4:
+        result = Evaluator(runner).evaluate(definition, workloads, candidate, baseline, config, task.blob_root())
+        assert result.status == EvaluationStatus.PASSED, result.load_error or result.summary.worst
+        assert result.summary.geomean_speedup is not None
+        seen.append(result.summary.geomean_speedup)
+        if SPEEDUP[0] <= seen[-1] <= SPEEDUP[1]:
+            break
+    return seen
+
+
+@pytest.mark.parametrize("problem", list(SMALL), ids=lambda p: p.stem)
+def test_each_sample_imports_and_its_reference_passes_with_speedup_near_one(
+    problem: Path, tmp_path: Path, runner: LocalRunner
+) -> None:
+    task = imported(problem, tmp_path)
+    definition = task.load_definition()
+    assert definition.op_type == "kernelbench" and len(task.load_workloads()) == 1
+    reference = reference_solution(definition)
+    seen = speedup_near_one(runner, task, reference, reference)
+    assert SPEEDUP[0] <= seen[-1] <= SPEEDUP[1], f"speedups {seen}"
+    # the task's starting candidate (the problem's Model as ModelNew, through the adapter) against the baseline
+    seen = speedup_near_one(runner, task, task.source_solution(definition), task.baseline_solution(definition))
+    assert SPEEDUP[0] <= seen[-1] <= SPEEDUP[1], f"speedups {seen}"
+
+
+def test_model_new_candidates_correct_and_wrong_through_the_evaluator(tmp_path: Path, evaluator: Evaluator) -> None:
+    task = imported(GEMM, tmp_path)
+    definition = task.load_definition()
+    baseline = task.baseline_solution(definition)
+    good = candidate_solution(task, definition, SAMPLES / "model_new_gemm_add_relu.py")
+    result = evaluate(evaluator, task, good, baseline)
+    assert result.status == EvaluationStatus.PASSED, result.load_error or result.summary.worst
+    assert result.solution == "model_new_gemm_add_relu" and result.baseline == f"{task.name}__model"
+    wrong = candidate_solution(task, definition, SAMPLES / "model_new_gemm_add_relu_wrong.py")
+    result = evaluate(evaluator, task, wrong, baseline)
+    assert result.status == EvaluationStatus.INCORRECT_NUMERICAL
+    assert "(on trial 1)" in result.workloads[0].reason
+    # the same ModelNew against the definition's reference (value-returning) also passes
+    result = evaluate(evaluator, task, good, reference_solution(definition))
+    assert result.status == EvaluationStatus.PASSED
+
+
+def test_conv_model_new_gets_the_reference_weights_from_the_seed(tmp_path: Path, evaluator: Evaluator) -> None:
+    task = imported(CONV, tmp_path)
+    definition = task.load_definition()
+    candidate = candidate_solution(task, definition, SAMPLES / "model_new_conv2d_unfold.py")
+    result = evaluate(evaluator, task, candidate, task.baseline_solution(definition))
+    assert result.status == EvaluationStatus.PASSED, result.load_error or result.summary.worst
+    # a ModelNew that draws a number before creating its conv gets other weights from the same seed
+    shifted = tmp_path / "shifted.py"
+    shifted.write_text(
+        (SAMPLES / "model_new_conv2d_unfold.py")
+        .read_text()
+        .replace("super().__init__()\n", "super().__init__()\n        self.scale = nn.Parameter(torch.randn(()))\n")
+    )
+    assert "self.scale = nn.Parameter" in shifted.read_text()
+    result = evaluate(
+        evaluator, task, candidate_solution(task, definition, shifted), task.baseline_solution(definition)
+    )
+    assert result.status == EvaluationStatus.INCORRECT_NUMERICAL
+
+
+def test_structured_inputs_are_recorded_so_a_candidate_may_rely_on_them(
+    tmp_path: Path, evaluator: Evaluator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = imported(TRIL, tmp_path)
+    out = capsys.readouterr().out
+    assert "note: input 'A' is recorded, not drawn afresh per trial: its mean is" in out
+    (workload,) = task.load_workloads()
+    assert isinstance(workload.inputs["A"], SafetensorsInput) and isinstance(workload.inputs["B"], SafetensorsInput)
+    blob = load_file(str(task.blob_root() / workload.inputs["A"].path))
+    assert torch.equal(blob["A"], torch.tril(blob["A"])) and bool((blob["A"].diagonal() != 0).all())
+    definition = task.load_definition()
+    blocked = candidate_solution(task, definition, SAMPLES / "model_new_tril_blocked.py")
+    result = evaluate(evaluator, task, blocked, task.baseline_solution(definition))
+    assert result.status == EvaluationStatus.PASSED, result.load_error or result.summary.worst
+    # drawn afresh as full normal matrices, the inputs lose the structure the candidate relies on
+    drawn = imported(TRIL, tmp_path / "random", "--inputs", "random")
+    (workload,) = drawn.load_workloads()
+    assert isinstance(workload.inputs["A"], RandomInput)
+    definition = drawn.load_definition()
+    blocked = candidate_solution(drawn, definition, SAMPLES / "model_new_tril_blocked.py")
+    result = evaluate(evaluator, drawn, blocked, drawn.baseline_solution(definition))
+    assert result.status == EvaluationStatus.INCORRECT_NUMERICAL
+
+
+def test_model_new_file_without_model_new_is_a_load_error(tmp_path: Path, evaluator: Evaluator) -> None:
+    task = imported(GEMM, tmp_path)
+    definition = task.load_definition()
+    broken = tmp_path / "no_class.py"
+    broken.write_text("import torch\n\n\nclass Other(torch.nn.Module):\n    pass\n")
+    result = evaluate(evaluator, task, candidate_solution(task, definition, broken), task.baseline_solution(definition))
+    assert result.status == EvaluationStatus.COMPILE_ERROR
+    assert result.load_error is not None and "defines no class ModelNew" in result.load_error
+
+
+def test_model_new_with_the_wrong_output_shape_is_a_runtime_error(tmp_path: Path, evaluator: Evaluator) -> None:
+    task = imported(GEMM, tmp_path)
+    definition = task.load_definition()
+    transposed = tmp_path / "transposed.py"
+    transposed.write_text(
+        (SAMPLES / "model_new_gemm_add_relu.py").read_text().replace(".clamp_min_(0.0)", ".clamp_min_(0.0).t()")
+    )
+    result = evaluate(
+        evaluator, task, candidate_solution(task, definition, transposed), task.baseline_solution(definition)
+    )
+    assert result.status == EvaluationStatus.RUNTIME_ERROR
+    assert "ModelNew.forward's output 'output' is (32, 8)" in result.workloads[0].reason
+
+
+def test_model_new_is_a_registered_module(tmp_path: Path, evaluator: Evaluator) -> None:
+    """Dataclasses (with postponed annotations) look their module up in sys.modules while the file loads."""
+    task = imported(SOFTMAX, tmp_path)
+    definition = task.load_definition()
+    model_new = tmp_path / "with_dataclass.py"
+    model_new.write_text(
+        "from __future__ import annotations\n\nimport dataclasses\n\nimport torch\n\n\n@dataclasses.dataclass\n"
+        "class Options:\n    dim: int = 1\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return torch.softmax(x, dim=Options().dim)\n"
+    )
+    result = evaluate(
+        evaluator, task, candidate_solution(task, definition, model_new), task.baseline_solution(definition)
+    )
+    assert result.status == EvaluationStatus.PASSED, result.load_error
+
+
+def test_reference_weights_are_model_built_after_manual_seed() -> None:
+    problem = import_problem(GEMM, ImportOptions(overrides={"batch_size": 4, "in_features": 8, "out_features": 6}))
+    namespace: dict[str, object] = {}
+    exec(
+        GEMM.read_text()
+        .replace("in_features = 1024", "in_features = 8")
+        .replace("out_features = 512", "out_features = 6"),
+        namespace,
+    )
+    torch.manual_seed(42)
+    init = namespace["get_init_inputs"]()  # type: ignore[operator]
+    torch.manual_seed(42)
+    model = namespace["Model"](*init)  # type: ignore[operator]
+    x = torch.randn(4, 8)
+    state = torch.random.get_rng_state()
+    got = make_reference(problem.definition)({"x": x})["output"]
+    assert torch.equal(state, torch.random.get_rng_state()), "the reference must not move the caller's RNG"
+    with torch.no_grad():
+        assert torch.equal(got, model(x))
+    assert "torch.manual_seed(42)" in problem.definition.description  # type: ignore[operator]
+
+
+def test_size_override_sets_the_constants_and_what_follows_from_them(tmp_path: Path) -> None:
+    full = import_problem(SOFTMAX)
+    assert full.sizes == {} and full.definition.const_axes() == {"batch_size": 16, "dim": 16384}
+    small = import_problem(SOFTMAX, ImportOptions(overrides={"batch_size": 4, "dim": 512}))
+    assert small.sizes == {"batch_size": 4, "dim": 512}
+    assert small.definition.const_axes() == {"batch_size": 4, "dim": 512}
+    assert "changed from the file: batch_size=4, dim=512" in (small.definition.description or "")
+    assert make_reference(small.definition)({"x": torch.randn(4, 512)})["output"].shape == (4, 512)
+    # input_shape = (num_classes,) follows num_classes; the recorded targets are drawn below the new value
+    task = imported(XENT, tmp_path, "--size-override", "num_classes=5")
+    definition = task.load_definition()
+    assert definition.const_axes() == {"batch_size": 64, "num_classes": 5}
+    assert definition.inputs["predictions"].shape == ["batch_size", "num_classes"]
+    targets = task.load_workloads()[0].inputs["targets"]
+    assert isinstance(targets, SafetensorsInput)
+    assert int(load_file(str(task.blob_root() / targets.path))["targets"].max()) < 5
+    assert "num_classes = 5" in (task.extra_sources[0]).read_text()
+
+
+def test_definition_axes_inputs_and_outputs(tmp_path: Path) -> None:
+    task = imported(XENT, tmp_path)
+    definition = task.load_definition()
+    assert definition.const_axes() == {"batch_size": 64, "num_classes": 10}
+    assert definition.inputs["predictions"].shape == ["batch_size", "num_classes"]
+    assert definition.inputs["targets"].dtype == "int64"
+    assert definition.outputs["output"].shape == []  # a 0-d loss
+    (workload,) = task.load_workloads()
+    targets = workload.inputs["targets"]
+    assert isinstance(targets, SafetensorsInput)
+    blob = load_file(str(tmp_path / targets.path))["targets"]
+    assert blob.shape == (64,) and blob.dtype == torch.int64 and int(blob.min()) >= 0 and int(blob.max()) < 10
+    with torch.random.fork_rng():
+        torch.manual_seed(42)
+        torch.randn(64, 10)
+        assert torch.equal(blob, torch.randint(0, 10, (64,)))  # get_inputs()'s draw under the seed
+    assert isinstance(workload.inputs["predictions"], RandomInput)  # torch.randn's: drawn afresh every trial
+    # 8 x 10 predictions are too few to tell torch.randn's from other draws: recorded
+    tiny = import_problem(XENT, ImportOptions(overrides={"batch_size": 8}))
+    assert isinstance(tiny.workload.inputs["predictions"], SafetensorsInput)
+    assert sorted(tiny.blobs) == ["predictions", "targets"]
+    assert tiny.notes == ["input 'predictions' is recorded, not drawn afresh per trial: it has 80 values (under 256, "
+                          "too few to tell)"]  # fmt: skip
+
+
+def test_recorded_inputs_and_seed(tmp_path: Path) -> None:
+    task = imported(SOFTMAX, tmp_path, "--inputs", "recorded", "--seed", "7", "--name", "softmax_rec")
+    (workload,) = task.load_workloads()
+    x = workload.inputs["x"]
+    assert isinstance(x, SafetensorsInput)
+    with torch.random.fork_rng():
+        torch.manual_seed(7)
+        assert torch.equal(load_file(str(tmp_path / x.path))["x"], torch.randn(4, 512))
+
+
+def test_randn_check_tells_standard_normals_from_other_draws() -> None:
+    generator = torch.Generator().manual_seed(3)
+    for shape in [(1024,), (64, 48), (3, 256, 256)]:
+        assert not_like_randn(torch.randn(shape, generator=generator)) is None
+    assert not_like_randn(torch.randn(128, 128, generator=generator).to(torch.bfloat16)) is None
+    normal = torch.randn(64, 64, generator=generator)
+    others = {
+        "torch.rand": torch.rand(64, 64, generator=generator),
+        "softmax": normal.softmax(dim=-1),
+        "tril": torch.tril(normal),
+        "labels of ±1": torch.randint(0, 2, (4096,), generator=generator).float() * 2 - 1,
+        "scaled": normal * 2,
+        "symmetric": (normal + normal.T) / 2**0.5,
+        "small": torch.randn(100, generator=generator),
+    }
+    for what, value in others.items():
+        assert not_like_randn(value) is not None, what
+
+
+def test_random_inputs_that_break_the_reference_get_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problem = tmp_path / "log_problem.py"
+    problem.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.log(x)\n\n\n"
+        "n = 4096\n\n\ndef get_inputs():\n    return [torch.rand(n)]\n"
+    )  # and no get_init_inputs(): Model() takes no arguments
+    assert import_cli(problem, "--out", tmp_path / "auto") == 0
+    out = capsys.readouterr().out
+    assert "input 'x' is recorded" in out and "NaN" not in out
+    assert import_cli(problem, "--out", tmp_path / "random", "--inputs", "random") == 0
+    assert "NaN or inf on standard normal inputs" in capsys.readouterr().out
+
+
+def test_toml_entries_are_appended_and_duplicates_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "evoteam.toml"
+    config.write_text('# mine\n[[kernel]]\nname = "other"\nsource = "a.cpp"\nlanguage = "cpp"\nentry = "f"\n'
+                      'definition = "d.json"\nworkloads = "w.jsonl"\n')  # fmt: skip
+    before = config.read_text()
+    assert import_cli(MATMUL, "--out", tmp_path, "--size-override", "N=16") == 0
+    assert import_cli(SOFTMAX, "--out", tmp_path, "--size-override", "dim=32") == 0
+    text = config.read_text()
+    assert text.startswith(before)
+    assert [t.name for t in load_tasks(config)] == ["other", "kb_1_square_matrix_multiplication", "kb_23_softmax"]
+    capsys.readouterr()
+    assert import_cli(MATMUL, "--out", tmp_path, "--size-override", "N=16") == 2
+    err = capsys.readouterr().err
+    assert "already has a kernel named 'kb_1_square_matrix_multiplication'" in err and err.count("\n") == 1
+    assert config.read_text() == text
+    task = find_task("kb_1_square_matrix_multiplication", tmp_path)
+    assert task.baseline == "solutions/kb_1_square_matrix_multiplication__model.json"
+    assert [p.name for p in task.extra_sources] == ["model_new.py"]
+    assert task.tolerance.atol == task.tolerance.rtol == 1e-2
+
+
+def test_evoteam_bench_runs_an_imported_task(tmp_path: Path) -> None:
+    assert import_cli(GEMM, "--out", tmp_path, "--size-override", *SMALL[GEMM], "--name", "gemm") == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "evoteam.cli.main", "bench", "gemm", "--json", "--max-time", "0.05", "--flush", "none"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["status"] == "PASSED" and payload["summary"]["total"] == 1
+
+
+def test_model_new_option_starts_from_a_given_candidate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    candidate = SAMPLES / "model_new_gemm_add_relu.py"
+    task = imported(GEMM, tmp_path, "--model-new", candidate)
+    assert (task.extra_sources[0]).read_text() == candidate.read_text()
+    capsys.readouterr()
+    assert import_cli(GEMM, "--out", tmp_path / "bad", "--model-new", SAMPLES / "76_Gemm_Add_ReLU.py") == 2
+    assert "defines no top-level class ModelNew" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_scale_changes_the_size_constants_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problem = import_problem(CONV, ImportOptions(scale=1 / 16))
+    # kernel_size (3) and in_channels (3) are below 8; the rest are dimensions of the input or the output
+    assert problem.sizes == {"batch_size": 8, "out_channels": 8, "width": 16, "height": 16}
+    assert problem.definition.outputs["output"].shape is not None
+    assert import_cli(MATMUL, "--out", tmp_path, "--scale", "0.01", "--size-override", "N=24") == 0
+    assert "sizes changed: N=24" in capsys.readouterr().out
+
+
+BAD = {
+    "no_model.py": ("import torch\n\n\ndef get_inputs():\n    return [torch.randn(2)]\n", "defines no Model"),
+    "no_inputs.py": ("import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n", "defines no get_inputs"),
+    "import_error.py": (
+        "import no_such_module_here\n\n\nclass Model:\n    pass\n\n\ndef get_inputs():\n    return []\n",
+        "ModuleNotFoundError: No module named 'no_such_module_here'",
+    ),
+    "syntax.py": ("class Model(:\n", "syntax.py:1: not valid Python"),
+    "not_module.py": ("class Model:\n    pass\n\n\ndef get_inputs():\n    return [1.0]\n", "not a class derived from"),
+    "empty_inputs.py": (
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n\n\ndef get_inputs():\n    return []\n",
+        "get_inputs() must return a non-empty list",
+    ),
+    "forward_fails.py": (
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x @ x\n\n\n"
+        "def get_inputs():\n    return [torch.randn(2, 3)]\n",
+        "Model(*get_init_inputs())(*get_inputs()) failed: RuntimeError",
+    ),
+}
+
+
+@pytest.mark.parametrize("filename", sorted(BAD))
+def test_bad_problem_files_are_one_error_line_and_exit_2(
+    filename: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, message = BAD[filename]
+    path = tmp_path / filename
+    path.write_text(source)
+    assert import_cli(path, "--out", tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evoteam import kernelbench: error: ") and err.count("\n") == 1
+    assert message in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--size-override", "nope=3"], "assigns no module-level nope (it assigns: N)"),
+        (["--size-override", "N"], "is not NAME=VALUE"),
+        (["--size-override", "N=big"], "'big' is not a number"),
+        (["--scale", "-1"], "--scale must be positive"),
+        (["--name", "bad name"], "task name 'bad name'"),
+    ],
+)
+def test_bad_options_exit_2(args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert import_cli(MATMUL, "--out", tmp_path, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_missing_problem_file_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert import_cli(tmp_path / "absent.py", "--out", tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evoteam import kernelbench: error: cannot read ") and err.count("\n") == 1
+    assert not (tmp_path / "evoteam.toml").exists()
+
+
+def test_the_import_command_through_the_evoteam_cli(tmp_path: Path) -> None:
+    """``evoteam import kernelbench`` as a user types it: exit 0 and a task, exit 2 and one line for a bad file."""
+    command = [sys.executable, "-m", "evoteam.cli.main", "import", "kernelbench"]
+    ok = subprocess.run(
+        [*command, str(SOFTMAX), "--out", str(tmp_path), "--size-override", "batch_size=2", "dim=64"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert find_task("kb_23_softmax", tmp_path).load_definition().const_axes() == {"batch_size": 2, "dim": 64}
+    bad = subprocess.run(
+        [*command, str(tmp_path / "absent.py")], capture_output=True, text=True, timeout=300, check=False
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "cannot read" in bad.stderr
+
+
+def test_source_rewriting_keeps_comments_and_derived_values() -> None:
+    source = "a = 1024 * 2  # rows\nb = a * 2\nc: int = 3\nname = 'x'\n"
+    constants = find_constants(source)
+    assert constants["a"].literal == 2048 and constants["b"].literal is None and constants["c"].literal == 3
+    assert constants["name"].literal is None
+    assert rewrite(source, {"a": 16}) == "a = 16  # rows\nb = a * 2\nc: int = 3\nname = 'x'\n"
+    assert parse_override("batch_size = 8") == ("batch_size", 8)
+    assert scaled(4096, 0.01) == 40 and scaled(16, 0.1) == 8 and scaled(100, 0.5) == 50 and scaled(3, 0.1) == 1
+    with pytest.raises(SourceError, match="assigns no module-level z"):
+        rewrite(source, {"z": 1})
