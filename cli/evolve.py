@@ -158,9 +158,10 @@ def _resume(root: Path, run: str) -> int:
     except (SetupError, TaskError, BackendError) as exc:
         return _fail(str(exc))
     progress = Progress(state.config)
-    services.on_change = progress.update
+    services.on_change, services.on_activity = progress.update, progress.activity
     try:
-        final = Supervisor(root, run, services).run()
+        with progress:
+            final = Supervisor(root, run, services).run()
     except RunLocked as exc:
         return _fail(str(exc))
     finally:

@@ -35,7 +35,7 @@ from evoteam.supervisor.git_store import GitStore
 from evoteam.supervisor.journal import Journal
 from evoteam.supervisor.llm_decide import llm_decide
 from evoteam.supervisor.lock import KernelLock
-from evoteam.supervisor.records import CandidateRecord, RoundRecord
+from evoteam.supervisor.records import CandidateRecord, RoundRecord, WorkloadOutcome
 from evoteam.supervisor.rules import decide
 from evoteam.supervisor.signals import signals
 from evoteam.supervisor.state import RunConfig, RunState, StopReason, fold, run_dir, state_dir
@@ -59,7 +59,9 @@ class RunServices:
     """With a model backend the supervisor is a model call; None: the offline rules decide."""
     roles: dict[str, RoleSpec] = field(default_factory=builtin_roles)
     on_change: Callable[[RunState], None] | None = None
-    """Called after every round and at the end (the CLI's live view)."""
+    """Called when a round starts, after every round and at the end (the CLI's live view)."""
+    on_activity: Callable[[str], None] | None = None
+    """Called with one line for each thing an agent does and each evaluation (from any thread)."""
 
 
 class _JournaledBudget(TokenBudget):
@@ -139,6 +141,8 @@ class Supervisor:
                 self.journal.append(
                     "round_started", {"round": round_number, "team": state.team.model_dump(mode="json")}
                 )
+            if self.services.on_change is not None:
+                self.services.on_change(fold(self.journal.events()))
             self._round(round_number, state.team, budget)
             self._finish_round(round_number, config, budget)
             if self.services.on_change is not None:
@@ -278,8 +282,15 @@ class Supervisor:
         def sink(event: AgentEvent) -> None:
             data: dict[str, Any] = {"round": round_number, **event.model_dump(mode="json", exclude={"data", "usage"})}
             self.journal.append("agent_event", data)
+            if event.kind == "tool":
+                outcome = ("error: " if event.is_error else "") + event.result
+                self._activity(f"{event.role} ({event.agent_id}) {event.tool}: {outcome}"[:200])
 
         return sink
+
+    def _activity(self, line: str) -> None:
+        if self.services.on_activity is not None:
+            self.services.on_activity(line)
 
     def _submitted(self, round_number: int, submission: Submission) -> None:
         cid = candidate_id(round_number, submission.agent_id, submission.solution)
@@ -297,6 +308,7 @@ class Supervisor:
                     "solution": submission.solution.model_dump(mode="json"),
                 },
             )
+        self._activity(f"{submission.role} ({submission.agent_id}) submitted {cid}: {submission.rationale}"[:200])
 
     def _evaluate_and_commit(self, round_number: int, team: Team, cache: EvaluationCache) -> None:
         state = fold(self.journal.events())
@@ -319,6 +331,8 @@ class Supervisor:
                 )
                 record.vetoed = bool(vetoes)
                 self.journal.append("evaluated", {"record": record.model_dump(mode="json")})
+                speed = f" {record.geomean_speedup:.3f}x" if record.geomean_speedup is not None else ""
+                self._activity(f"evaluated {candidate.id}: {record.status.value}{speed}")
                 candidate.record = record
             if candidate.sha is None:
                 sha = self._commit(
@@ -475,6 +489,17 @@ def _record(cid: str, round_number: int, role: str, rationale: str, result: Cand
         faster=result.summary.faster,
         total=result.summary.total,
         violations=list(result.violations),
+        workloads=[
+            WorkloadOutcome(
+                uuid=w.uuid,
+                status=w.status,
+                speedup=w.speedup if w.status == EvaluationStatus.PASSED else None,
+                latency_ms=w.timing.median_ms if w.timing is not None else None,
+                reference_latency_ms=w.baseline_timing.median_ms if w.baseline_timing is not None else None,
+                reason=(w.reason.strip().splitlines() or [""])[0][:200],
+            )
+            for w in result.workloads
+        ],
     )
 
 

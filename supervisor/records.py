@@ -7,6 +7,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoteam.gpu_bench.schema import EvaluationStatus
 
 
+class WorkloadOutcome(BaseModel):
+    """One workload of a candidate's evaluation, as the report shows it."""
+
+    model_config = ConfigDict(extra="forbid")
+    uuid: str
+    status: EvaluationStatus
+    speedup: float | None = None
+    """Baseline latency over the candidate's; None unless the workload PASSED."""
+    latency_ms: float | None = None
+    """The candidate's median latency, when it was timed."""
+    reference_latency_ms: float | None = None
+    """The baseline's median latency, when it was timed."""
+    reason: str = ""
+    """Why the workload failed (the first line, shortened); empty when it passed."""
+
+
 class CandidateRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
@@ -25,6 +41,8 @@ class CandidateRecord(BaseModel):
     known_failure: str | None = None
     """The id of the knowledge-store failed attempt this candidate repeats, if it does."""
     vetoed: bool = False
+    workloads: list[WorkloadOutcome] = Field(default_factory=list)
+    """Per-workload outcomes (journals written before they were recorded have none)."""
 
 
 class RoundRecord(BaseModel):

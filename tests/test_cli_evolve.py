@@ -162,3 +162,74 @@ def test_compare_runs_the_three_teams_under_one_budget_and_prints_a_table(repo: 
     assert len(rows) == 3, done.stdout
     assert all("0/1000" in row for row in rows)  # the offline teams spend no tokens
     assert len(evoteam(repo, "runs").stdout.splitlines()) == 3
+
+
+def test_detach_starts_the_run_in_the_background_and_returns_its_id(repo: Path) -> None:
+    import time
+
+    detached = evoteam(
+        repo,
+        "evolve",
+        "scale_add",
+        "--rounds",
+        "1",
+        "--team",
+        "single",
+        "--llm",
+        "offline",
+        "--evaluations",
+        "2",
+        "--detach",
+    )
+    assert detached.returncode == 0, detached.stderr
+    run = detached.stdout.strip()
+    assert run.startswith("scale_add-") and "\n" not in run
+    journal = repo / ".evoteam" / "runs" / run / "journal.jsonl"
+    at_return = [json.loads(line)["kind"] for line in journal.read_text().splitlines()]
+    assert at_return[:2] == ["run_started", "base"] and "run_finished" not in at_return  # still running
+    deadline = time.monotonic() + 240
+    log = repo / ".evoteam" / "runs" / run / "run.log"
+    while time.monotonic() < deadline:  # the last thing the background run does is print its end to its log
+        if f"run {run} finished" in log.read_text():
+            break
+        time.sleep(1.0)
+    shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
+    assert shown["finished"] == "rounds", shown
+    events = [json.loads(line)["kind"] for line in journal.read_text().splitlines()]
+    assert events.count("round_finished") == 1 and events[-1] == "run_finished"
+    assert f"run {run} finished (rounds)" in log.read_text()
+    assert run in evoteam(repo, "runs").stdout
+
+
+def test_export_writes_the_winner_and_fresh_traces_for_flashinfer_bench(repo: Path) -> None:
+    done = evoteam(repo, "evolve", "scale_add", "--rounds", "1", "--team", "single", "--llm", "offline")
+    assert done.returncode == 0, done.stderr
+    run = evoteam(repo, "runs").stdout.split("\t")[0]
+    shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
+    out = repo.parent / "dataset"
+    exported = evoteam(repo, "export", run, "--flashinfer", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.startswith(f"{shown['best']}: PASSED")
+    definition = json.loads((repo / "scale_add.json").read_text())
+    op, name = definition["op_type"], definition["name"]
+    [solution_file] = (out / "solutions" / op / name).glob("*.json")
+    solution = json.loads(solution_file.read_text())
+    assert solution["spec"]["binding"] == "tvm-ffi"  # evoteam's C ABI, exported through a generated tvm-ffi source
+    best = next(c for c in shown["candidates"] if c["id"] == shown["best"])
+    assert solution["sources"][0]["content"] == git(repo, "show", f"{best['sha']}:kernel.cpp")
+    traces = [json.loads(line) for line in (out / "traces" / op / f"{name}.jsonl").read_text().splitlines()]
+    workloads = (repo / "scale_add.jsonl").read_text().splitlines()
+    assert len(traces) == len(workloads) and all(t["evaluation"]["status"] == "PASSED" for t in traces)
+    assert all(t["solution"] == solution["name"] for t in traces)
+    assert git(repo, "status", "--porcelain") == ""
+    fib = pytest.importorskip("flashinfer_bench.data", reason="flashinfer-bench is not installed")
+    loaded = fib.TraceSet.from_path(str(out))
+    assert [s.name for s in loaded.solutions[name]] == [solution["name"]]
+    assert len(loaded.traces[name]) == len(workloads)
+
+    for bad, code, message in (
+        (["export", "nope", "--flashinfer", str(out)], 2, "no run 'nope'"),
+        (["export", run, "--flashinfer", str(out), "--candidate", "r09-x"], 2, "has no candidate 'r09-x'"),
+    ):
+        refused = evoteam(repo, *bad)
+        assert refused.returncode == code and message in refused.stderr, refused.stderr
