@@ -53,7 +53,9 @@ def llm_decide(
     last = rounds[-1].round if rounds else 0
     evidence = {
         "team": team.model_dump(mode="json"),
-        "rounds": [r.model_dump(mode="json") for r in rounds[-4:]],
+        # per-workload outcomes stay out: the counts and geomeans are the evidence, and 50 workloads a candidate
+        # would cost the supervisor more tokens than the rest of its prompt
+        "rounds": [r.model_dump(mode="json", exclude={"candidates": {"__all__": {"workloads"}}}) for r in rounds[-4:]],
         "signals": [s.model_dump(mode="json") for s in found],
     }
     messages = [Message(role="user", content=[TextBlock(text=json.dumps(evidence, indent=1))])]
@@ -63,9 +65,13 @@ def llm_decide(
         request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens, temperature=0.0)
         try:
             budget.check(llm.count_tokens(request) + max_tokens, ROLE)
+        except BudgetExhausted as exc:
+            error = f"no model call, the budget cannot pay for it: {exc}"
+            break
+        try:
             reply = llm.complete(request)
-        except (BudgetExhausted, LLMError) as exc:
-            error = str(exc)
+        except LLMError as exc:
+            error = f"the model call failed: {exc or type(exc).__name__}"
             break
         budget.charge(reply.usage, ROLE, "supervisor", reply.model)
         text = "".join(b.text for b in reply.content if isinstance(b, TextBlock))
@@ -77,16 +83,15 @@ def llm_decide(
             apply(team, decision, known_roles)
             return decision
         except (ValidationError, DecisionError, ValueError) as exc:
-            error = str(exc).splitlines()[0]
+            problem = str(exc).splitlines()[0]
+            error = f"the model's answer failed: {problem}"
             messages = [
                 *messages,
                 Message(role="assistant", content=[TextBlock(text=text or "(empty)")]),
-                Message(role="user", content=[TextBlock(text=f"That answer is invalid: {error}. Answer again.")]),
+                Message(role="user", content=[TextBlock(text=f"That answer is invalid: {problem}. Answer again.")]),
             ]
     fallback = decide("evolving", team, rounds, found)
-    return fallback.model_copy(
-        update={"rationale": f"{fallback.rationale} (rules: the model's answer failed: {error})"}
-    )
+    return fallback.model_copy(update={"rationale": f"{fallback.rationale} (rules: {error})"})
 
 
 def _json_object(text: str) -> str:

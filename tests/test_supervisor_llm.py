@@ -10,7 +10,7 @@ from evoteam.roles.backends.scripted import ScriptedLLM, text
 from evoteam.roles.budget import TokenBudget
 from evoteam.supervisor.decision import AddRole, SetConstraint
 from evoteam.supervisor.llm_decide import llm_decide
-from evoteam.supervisor.records import CandidateRecord, RoundRecord
+from evoteam.supervisor.records import CandidateRecord, RoundRecord, WorkloadOutcome
 from evoteam.supervisor.signals import signals
 from evoteam.supervisor.team import Team
 
@@ -27,6 +27,7 @@ ROUNDS = [
                 status=S.PASSED,
                 geomean_speedup=1.4,
                 dropped_constructs=["wgmma.mma_async"],
+                workloads=[WorkloadOutcome(uuid=f"w{i}", status=S.PASSED, speedup=1.4) for i in range(50)],
             )
         ],
         profiled=True,
@@ -52,6 +53,8 @@ def test_a_valid_answer_is_the_decision_and_is_charged() -> None:
     assert budget.spent > 0 and set(budget.by_role()) == {"Supervisor"}
     sent = json.loads(llm.requests[0].messages[0].content[0].text)  # type: ignore[union-attr]
     assert sent["signals"][0]["name"] == "design_downgrade" and sent["signals"][0]["candidates"] == ["c1"]
+    [candidate] = sent["rounds"][0]["candidates"]
+    assert candidate["geomean_speedup"] == 1.4 and "workloads" not in candidate  # 50 workloads stay out
 
 
 def test_an_invalid_answer_is_retried_with_the_error_then_accepted() -> None:

@@ -2,9 +2,10 @@
 
 ``POST /v1/messages`` (JSON, or SSE with ``stream: true``) and ``POST /v1/messages/count_tokens``, answered from
 a script (a queue of items, or a function of the request body), with prompt caching emulated and every request
-recorded. Headers are checked like the API does (``anthropic-version``; ``x-api-key`` or a bearer token); a
-query string such as ``?beta=true``, ``anthropic-beta`` headers and unknown body fields are accepted, so an
-SDK or a CLI pointed here with a base URL works unchanged.
+and every message answered (usage included) recorded. Headers are checked like the API does
+(``anthropic-version``; ``x-api-key`` or a bearer token); a query string such as ``?beta=true``,
+``anthropic-beta`` headers and unknown body fields are accepted, so an SDK or a CLI pointed here with a base URL
+works unchanged.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class FakeMessagesServer:
         self.cache = cache or PromptCacheEmulator()
         self.chunk_chars = chunk_chars
         self.requests: list[RecordedRequest] = []
+        self.replies: list[dict[str, Any]] = []
+        """Every message answered (its JSON, usage included), in order; failures and cut connections are not."""
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._tool_ids = itertools.count(1)
@@ -115,6 +118,15 @@ class FakeMessagesServer:
     def record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
+
+    def usages(self) -> list[dict[str, Any]]:
+        """The usage of every message answered, in order: what a client was told each call cost."""
+        with self._lock:
+            return [dict(m["usage"]) for m in self.replies]
+
+    def record_reply(self, message: dict[str, Any]) -> None:
+        with self._lock:
+            self.replies.append(message)
 
     def next_item(self, body: dict[str, Any]) -> ScriptItem | None:
         with self._lock:
@@ -208,9 +220,12 @@ class _Handler(BaseHTTPRequestHandler):
         usage = usage_json(account, output_tokens(item, content))
         message = message_json(self.fake.next_message_id(), str(body["model"]), content, item.stop_reason, usage)
         if body.get("stream") is True:
+            if item.stream_break is None:
+                self.fake.record_reply(message)
             return self._stream(message, item)
         cut = item.stream_break
         if cut is None:
+            self.fake.record_reply(message)
             return self._json(200, message)
         if cut.how != "error_event":
             return self._drop()
