@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evoteam.cli import bench, check, compare, evolve, export_cmd, import_cmd, profile, report, runs, worker
+    from evoteam.cli import bench, check, compare, evolve, export_cmd, import_cmd, profile, report, runs, serve, worker
 
     parser = argparse.ArgumentParser(prog="evoteam", description="Evolving agent teams for kernel optimization.")
     parser.add_argument("--version", action="version", version=f"evoteam {_version()}")
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_cmd.add_parser(sub)
     export_cmd.add_parser(sub)
     profile.add_parser(sub)
+    serve.add_parser(sub)
     worker.add_parser(sub)
     return parser
 

@@ -1,1 +1,2 @@
-"""The language server that shows runs in the editor (built in a later issue); imports the supervisor."""
+"""The language server (pygls): shows runs, diagnostics, speedups and role notes in the editor; imports the
+supervisor, never the other way round."""

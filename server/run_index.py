@@ -1,0 +1,105 @@
+"""Every run of the repository as its journal says, kept current cheaply: a journal is folded again only when
+its size or modification time changed, so a request reads memory and a refresh reads only what grew."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from evoteam.supervisor.journal import Journal, JournalError
+from evoteam.supervisor.state import Candidate, RunState, fold
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    run: str
+    state: RunState
+    stamp: tuple[int, int]
+    """(size, mtime_ns) of the journal when it was folded."""
+
+    @property
+    def kernel(self) -> str:
+        assert self.state.config is not None
+        return self.state.config.kernel
+
+    @property
+    def live(self) -> bool:
+        """Not finished (running, or stopped without finishing; a lock file tells which)."""
+        return self.state.finished is None
+
+    def best(self) -> Candidate | None:
+        return self.state.candidates.get(self.state.best) if self.state.best else None
+
+
+class RunIndex:
+    def __init__(self, repo_root: Path) -> None:
+        self.root = repo_root
+        self.folder = repo_root / ".evoteam" / "runs"
+        self._runs: dict[str, RunEntry] = {}
+        self._lock = threading.Lock()
+
+    def refresh(self) -> list[str]:
+        """Reads the journals that changed since the last refresh; returns the runs that changed (new ones too)."""
+        changed = []
+        seen = set()
+        journals = sorted(self.folder.glob("*/journal.jsonl")) if self.folder.is_dir() else []
+        for path in journals:
+            run = path.parent.name
+            seen.add(run)
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            stamp = (info.st_size, info.st_mtime_ns)
+            with self._lock:
+                old = self._runs.get(run)
+            if old is not None and old.stamp == stamp:
+                continue
+            try:
+                state = fold(Journal(path).events())
+            except (JournalError, ValueError, KeyError):
+                continue  # a journal being written or damaged: read it again on its next change
+            if state.config is None:
+                continue
+            with self._lock:
+                self._runs[run] = RunEntry(run, state, stamp)
+            changed.append(run)
+        with self._lock:
+            for gone in set(self._runs) - seen:
+                del self._runs[gone]
+                changed.append(gone)
+        return changed
+
+    def get(self, run: str) -> RunEntry | None:
+        with self._lock:
+            return self._runs.get(run)
+
+    def runs(self) -> list[RunEntry]:
+        """Every run, oldest first (run ids start with the kernel and a UTC timestamp)."""
+        with self._lock:
+            entries = list(self._runs.values())
+        return sorted(entries, key=lambda e: (_started(e.run), e.run))
+
+    def for_kernel(self, kernel: str) -> list[RunEntry]:
+        return [e for e in self.runs() if e.kernel == kernel]
+
+    def best_for(self, kernel: str) -> tuple[RunEntry, Candidate] | None:
+        """The best passing candidate of any run of ``kernel`` (newest run on ties)."""
+        found: tuple[RunEntry, Candidate] | None = None
+        for entry in self.for_kernel(kernel):
+            candidate = entry.best()
+            if candidate is None or candidate.record is None or candidate.record.geomean_speedup is None:
+                continue
+            if found is None or candidate.record.geomean_speedup >= (found[1].record.geomean_speedup or 0.0):  # type: ignore[union-attr]
+                found = (entry, candidate)
+        return found
+
+    def live(self) -> list[RunEntry]:
+        return [e for e in self.runs() if e.live]
+
+
+def _started(run: str) -> str:
+    """``kernel-YYYYmmdd-HHMMSS-xxxx`` → its timestamp (runs sort by when they started, whatever the kernel)."""
+    parts = run.rsplit("-", 3)
+    return "-".join(parts[1:3]) if len(parts) == 4 else run

@@ -1,0 +1,136 @@
+"""What the language-server tests share: a sample kernel repository (with a real finished offline run, made once
+per session and copied), and an LSP session with ``evoteam serve`` over stdio through pytest-lsp's client."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from conftest import DATA, KERNELS, git, init_repo
+
+TOML = """
+[[kernel]]
+name = "scale_add"
+source = "kernel.cpp"
+language = "cpp"
+binding = "c"
+entry = "scale_add"
+definition = "scale_add.json"
+workloads = "scale_add.jsonl"
+flags = ["-O2"]
+"""
+ENV_PATH = "/usr/bin:/bin:/usr/local/bin"
+
+
+def sample_repo(root: Path) -> Path:
+    """A git repository with one CPU kernel task (``kernel.cpp``, entry ``scale_add``), committed."""
+    init_repo(root)
+    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
+    for name in ("scale_add.json", "scale_add.jsonl"):
+        shutil.copyfile(DATA / name, root / name)
+    (root / "evoteam.toml").write_text(TOML)
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "kernel")
+    return root
+
+
+def evoteam(repo: Path, *args: str, timeout: float = 280) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "evoteam.cli.main", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=server_env(repo),
+    )
+
+
+def server_env(repo: Path) -> dict[str, str]:
+    return {"PATH": ENV_PATH, "HOME": str(repo.parent / "home")}
+
+
+_EVOLVED: dict[str, Path] = {}
+
+
+def evolved_repo(cache: Path, dest: Path) -> tuple[Path, str]:
+    """A copy of the sample repository after one real offline round (made once under ``cache``), and its run."""
+    if "repo" not in _EVOLVED:
+        made = sample_repo(cache / "evolved")
+        done = evoteam(made, "evolve", "scale_add", "--rounds", "1", "--llm", "offline", "--evaluations", "3")
+        assert done.returncode == 0, done.stderr
+        _EVOLVED["repo"] = made
+    shutil.copytree(_EVOLVED["repo"], dest, symlinks=True)
+    (dest.parent / "home").mkdir(exist_ok=True)
+    [run] = [p.name for p in (dest / ".evoteam" / "runs").iterdir()]
+    return dest, run
+
+
+@asynccontextmanager
+async def lsp_session(
+    root: Path,
+    settings: dict[str, Any] | None = None,
+    command: Sequence[str] | None = None,
+    capabilities: str = "visual-studio-code",
+    initialization_options: Any = None,
+) -> AsyncIterator[LanguageClient]:
+    """An initialized session with ``evoteam serve`` (or ``command``) on ``root``; shut down at the end."""
+    config = ClientServerConfig(
+        server_command=list(command or [sys.executable, "-m", "evoteam.cli.main", "serve"]),
+        server_env=server_env(root),
+    )
+    client: LanguageClient = await config.start()  # type: ignore[assignment]
+    if settings is not None:
+        client.set_configuration(settings, section="evoteam")
+    await client.initialize_session(
+        lsp.InitializeParams(
+            capabilities=client_capabilities(capabilities),
+            root_uri=root.as_uri(),
+            workspace_folders=[lsp.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
+            initialization_options=initialization_options,
+        )
+    )
+    try:
+        yield client
+    finally:
+        try:
+            await asyncio.wait_for(client.shutdown_session(), timeout=20)
+        except Exception:  # shut down by the test already (or gone): make sure it exits
+            client.exit(None)
+        await client.stop()
+
+
+async def status(client: LanguageClient) -> dict[str, Any]:
+    """The server's ``evoteam/status`` (features, broken features, root, runs, settings)."""
+    answer = await client.protocol.send_request_async("evoteam/status", {})
+    return _plain(answer)
+
+
+def _plain(value: Any) -> Any:
+    """pygls hands untyped results over as attribute objects; turn them into plain JSON values."""
+    if hasattr(value, "_asdict"):  # pygls's attribute objects are named tuples
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return {k: _plain(v) for k, v in vars(value).items()}
+    return value
+
+
+async def raw_request(client: LanguageClient, msg_id: int | str, method: str, params: Any) -> Any:
+    """Sends a request exactly as given (the typed client cannot send malformed params) and awaits its answer;
+    an error answer raises ``JsonRpcException``."""
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    client.protocol._request_futures[msg_id] = future
+    client.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    return await asyncio.wait_for(future, timeout=10)
