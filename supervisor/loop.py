@@ -161,7 +161,16 @@ class Supervisor:
             return "rounds"
         if not offline and budget.remaining < MIN_CALL_TOKENS:
             return "budget"
+        if not offline and state.rounds_finished and self._round_refused(state.rounds_finished[-1].round):
+            return "budget"  # every agent of the last round was refused: the next round could do no better
         return None
+
+    def _round_refused(self, round_number: int) -> bool:
+        """Every agent that played ``round_number`` stopped because the budget could not pay for its call."""
+        played = [
+            e.data for e in self.journal.events() if e.kind == "agent_finished" and e.data["round"] == round_number
+        ]
+        return bool(played) and all(d["stop"] == "budget" for d in played)
 
     # -- git -------------------------------------------------------------------------------------------------
     def _paths(self) -> list[str]:
@@ -397,39 +406,47 @@ class Supervisor:
         state = fold(self.journal.events())
         if any(r.round == round_number for r in state.rounds_finished):
             return
-        assert state.team is not None
-        team = state.team
-        round_tokens = sum(
-            Usage.model_validate(e.data["usage"]).total for e in self._round_events(round_number) if e.kind == "tokens"
-        )
+        events = self._round_events(round_number)
+        team = Team.model_validate(events[0].data["team"])  # the round's team (a later ``team`` event is the next's)
+
+        def tokens() -> int:
+            return sum(
+                Usage.model_validate(e.data["usage"]).total
+                for e in self._round_events(round_number)
+                if e.kind == "tokens"
+            )
+
         record = RoundRecord(
             round=round_number,
             roles=list(team.roles),
             protocol=team.protocol,
             candidates=[c.record for c in state.round_candidates(round_number) if c.record is not None],
-            tokens=round_tokens,
+            tokens=tokens(),
             profiled=round_number in state.profiled_rounds,
             knowledge_read=round_number in state.knowledge_rounds,
         )
         rounds = [*state.rounds_finished, record]
-        found = signals(rounds)
         known = set(self.services.roles)
-        if config.mode == "evolving" and self.services.supervisor_llm is not None:
-            llm, model = self.services.supervisor_llm
-            decision = llm_decide(llm, model, budget, team, rounds, found, known)
-        else:
-            decision = decide(config.mode, team, rounds, found)
+        decision = next((d for d in state.decisions if d.round == round_number), None)
+        if decision is None:  # not made before a kill: make it now (once, a resume reuses it)
+            found = signals(rounds)
+            if config.mode == "evolving" and self.services.supervisor_llm is not None:
+                llm, model = self.services.supervisor_llm
+                decision = llm_decide(llm, model, budget, team, rounds, found, known)
+            else:
+                decision = decide(config.mode, team, rounds, found)
+            self.journal.append("decision", {"decision": decision.model_dump(mode="json", by_alias=True)})
+            self.knowledge.add(
+                Kind.ROLE_RECORD,
+                f"round {round_number}: {', '.join(team.roles)}",
+                decision.note(),
+                evidence=Evidence(numbers={"best": state.best_speedup or 0.0}),
+                role="Supervisor",
+                round=round_number,
+            )
         next_team = apply(team, decision, known)
-        self.journal.append("decision", {"decision": decision.model_dump(mode="json", by_alias=True)})
-        self.knowledge.add(
-            Kind.ROLE_RECORD,
-            f"round {round_number}: {', '.join(team.roles)}",
-            decision.note(),
-            evidence=Evidence(numbers={"best": state.best_speedup or 0.0}),
-            role="Supervisor",
-            round=round_number,
-        )
         self.journal.append("team", {"team": next_team.model_dump(mode="json")})
+        record.tokens = tokens()  # the supervisor's own call counts in its round
         self.journal.append("round_finished", {"record": record.model_dump(mode="json")})
 
     def _round_events(self, round_number: int) -> list[Any]:

@@ -12,6 +12,7 @@ import pytest
 from conftest import KERNELS, git, init_repo, quick_config, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.task import KernelTask
+from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
 from evoteam.supervisor.git_store import GitStore
@@ -127,3 +128,40 @@ def test_cancel_stops_before_the_next_round(repo: Path, evaluator: Evaluator) ->
     (supervisor.dir / "cancel").write_text("")
     state = supervisor.run()
     assert state.finished == "cancelled" and state.rounds_finished == []
+
+
+def test_a_run_killed_after_its_decision_does_not_decide_again(repo: Path, evaluator: Evaluator) -> None:
+    task = scale_add_task(source=repo / "kernel.cpp")
+    config = RunConfig(
+        run="run-d", kernel="scale_add", config=str(repo), rounds=1, budget=0, llm="offline", mode="single"
+    )
+    first = Supervisor(repo, "run-d", services(task, evaluator))
+    first.start(config)
+    first.run()
+    lines = first.journal.path.read_text().splitlines(keepends=True)
+    cut = next(i for i, e in enumerate(first.journal.events()) if e.kind == "decision") + 1
+    first.journal.path.write_text("".join(lines[:cut]))  # killed between the decision and the round's end
+    resumed = Supervisor(repo, "run-d", services(task, evaluator)).run()
+    assert resumed.finished == "rounds" and len(resumed.decisions) == 1
+    kinds = [e.kind for e in first.journal.events()]
+    assert kinds.count("decision") == 1 and kinds.count("round_finished") == 1 and kinds.count("team") == 1
+
+
+class RefusedAgent:
+    """A model-backed agent whose first call the budget cannot pay for."""
+
+    def run(self, context: AgentContext) -> AgentReport:
+        a = context.assignment
+        return AgentReport(role=a.role.name, agent_id=a.agent_id, stop="budget", error="needs up to 9000 tokens")
+
+
+def test_a_round_whose_agents_were_all_refused_ends_the_run_for_budget(repo: Path, evaluator: Evaluator) -> None:
+    task = scale_add_task(source=repo / "kernel.cpp")
+    run_services = services(task, evaluator)
+    run_services.agents = lambda role, round_number, index, sink, stop: RefusedAgent()
+    supervisor = Supervisor(repo, "run-e", run_services)
+    supervisor.start(
+        RunConfig(run="run-e", kernel="scale_add", config=str(repo), rounds=5, budget=50_000, llm="anthropic")
+    )
+    state = supervisor.run()
+    assert state.finished == "budget" and [r.round for r in state.rounds_finished] == [1]  # not 4 more empty rounds
