@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import shutil
 import subprocess
 import sys
@@ -106,8 +108,14 @@ def test_a_second_evolve_on_a_running_kernel_is_refused(repo: Path) -> None:
     assert second.returncode == 2 and "being evolved by run someone-else" in second.stderr
 
 
+KILL_SEED = int(os.environ.get("EVOTEAM_KILL_SEED", random.randrange(1_000_000)))
+"""Kill points are random on each run (one early, one mid-run, one late); the seed is in the test ids."""
+_kills = random.Random(KILL_SEED)
+KILL_DELAYS = [round(_kills.uniform(low, high), 2) for low, high in ((2.0, 4.0), (4.0, 6.5), (6.5, 9.0))]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("delay", [3.0, 5.5, 8.0])
+@pytest.mark.parametrize("delay", KILL_DELAYS, ids=[f"seed{KILL_SEED}-{d}s" for d in KILL_DELAYS])
 def test_kill_9_at_any_point_then_resume_records_every_candidate_exactly_once(repo: Path, delay: float) -> None:
     import os
     import signal

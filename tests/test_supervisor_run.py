@@ -165,3 +165,37 @@ def test_a_round_whose_agents_were_all_refused_ends_the_run_for_budget(repo: Pat
     )
     state = supervisor.run()
     assert state.finished == "budget" and [r.round for r in state.rounds_finished] == [1]  # not 4 more empty rounds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fraction", [0.15, 0.35, 0.55, 0.75, 0.95])
+def test_a_journal_cut_anywhere_resumes_to_every_candidate_exactly_once(
+    repo: Path, evaluator: Evaluator, fraction: float
+) -> None:
+    """What a kill leaves at any point: the journal up to some event (the git refs may be further along)."""
+    task = scale_add_task(source=repo / "kernel.cpp")
+    config = RunConfig(
+        run="run-f", kernel="scale_add", config=str(repo), rounds=2, budget=0, llm="offline", mode="fixed"
+    )
+    first = Supervisor(repo, "run-f", services(task, evaluator, evaluations=2))
+    first.start(config)
+    first.run()
+    lines = first.journal.path.read_text().splitlines(keepends=True)
+    cut = max(2, int(len(lines) * fraction))
+    first.journal.path.write_text("".join(lines[:cut]))
+    kept = fold(first.journal.events())
+    resumed = Supervisor(repo, "run-f", services(task, evaluator, evaluations=2)).run()
+    assert resumed.finished == "rounds" and [r.round for r in resumed.rounds_finished] == [1, 2]
+    assert set(kept.candidates) <= set(resumed.candidates)
+    assert [d.round for d in resumed.decisions] == [1, 2]
+    events = first.journal.events()
+    for kind in ("submitted", "committed"):
+        ids = [e.data["id"] for e in events if e.kind == kind]
+        assert sorted(ids) == sorted(resumed.candidates), kind
+    assert sorted(e.data["record"]["id"] for e in events if e.kind == "evaluated") == sorted(resumed.candidates)
+    trailers = [c.trailers["Evoteam-Candidate"] for c in GitStore(repo, "run-f").candidates()]
+    # each candidate is committed once, those committed past the cut included (the cut journal's run may then
+    # have gone another way: commits of the first run it did not repeat stay on the branches, as no real kill
+    # could leave them)
+    assert all(trailers.count(cid) == 1 for cid in resumed.candidates)
+    assert all(resumed.candidates[cid].sha for cid in resumed.candidates)
