@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,3 +141,47 @@ def init_repo(root: Path) -> Path:
     git(root, "config", "user.name", "Someone")
     git(root, "config", "user.email", "someone@example.com")
     return root
+
+
+SCALE_ADD_TOML = """
+[[kernel]]
+name = "scale_add"
+source = "kernel.cpp"
+language = "cpp"
+binding = "c"
+entry = "scale_add"
+definition = "scale_add.json"
+workloads = "scale_add.jsonl"
+flags = ["-O2"]
+"""
+"""The ``evoteam.toml`` of ``scale_add_repo``: one CPU kernel task, ``kernel.cpp`` with entry ``scale_add``."""
+CLI_PATH = "/usr/bin:/bin:/usr/local/bin"
+
+
+def scale_add_repo(root: Path, toml: str = SCALE_ADD_TOML) -> Path:
+    """A committed git repository with the tunable scale_add kernel as ``kernel.cpp`` and its task files."""
+    init_repo(root)
+    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
+    for name in ("scale_add.json", "scale_add.jsonl"):
+        shutil.copyfile(DATA / name, root / name)
+    (root / "evoteam.toml").write_text(toml)
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "kernel")
+    return root
+
+
+def cli_env(repo: Path) -> dict[str, str]:
+    """A small environment for the CLI (HOME beside the repository, so build caches stay out of it)."""
+    return {"PATH": CLI_PATH, "HOME": str(repo.parent / "home")}
+
+
+def evoteam(repo: Path, *args: str, timeout: float = 280) -> subprocess.CompletedProcess[str]:
+    """``evoteam ARGS`` run in ``repo`` as a user would, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "evoteam.cli.main", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(repo),
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -15,47 +14,10 @@ from typing import Any
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from conftest import DATA, KERNELS, git, init_repo
+from conftest import cli_env, evoteam, scale_add_repo
 
-TOML = """
-[[kernel]]
-name = "scale_add"
-source = "kernel.cpp"
-language = "cpp"
-binding = "c"
-entry = "scale_add"
-definition = "scale_add.json"
-workloads = "scale_add.jsonl"
-flags = ["-O2"]
-"""
-ENV_PATH = "/usr/bin:/bin:/usr/local/bin"
-
-
-def sample_repo(root: Path) -> Path:
-    """A git repository with one CPU kernel task (``kernel.cpp``, entry ``scale_add``), committed."""
-    init_repo(root)
-    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
-    for name in ("scale_add.json", "scale_add.jsonl"):
-        shutil.copyfile(DATA / name, root / name)
-    (root / "evoteam.toml").write_text(TOML)
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "kernel")
-    return root
-
-
-def evoteam(repo: Path, *args: str, timeout: float = 280) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "evoteam.cli.main", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=server_env(repo),
-    )
-
-
-def server_env(repo: Path) -> dict[str, str]:
-    return {"PATH": ENV_PATH, "HOME": str(repo.parent / "home")}
+sample_repo = scale_add_repo
+server_env = cli_env
 
 
 _EVOLVED: dict[str, Path] = {}

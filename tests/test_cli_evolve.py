@@ -5,26 +5,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import DATA, KERNELS, git, init_repo
+from conftest import SCALE_ADD_TOML, cli_env, evoteam, git, scale_add_repo
 
-TOML = """
-[[kernel]]
-name = "scale_add"
-source = "kernel.cpp"
-language = "cpp"
-binding = "c"
-entry = "scale_add"
-definition = "scale_add.json"
-workloads = "scale_add.jsonl"
-flags = ["-O2"]
-
+TOML = (
+    SCALE_ADD_TOML
+    + """
 [[kernel]]
 name = "cuda_kernel"
 source = "kernel.cu"
@@ -35,30 +26,14 @@ definition = "scale_add.json"
 workloads = "scale_add.jsonl"
 target = "sm_90a"
 """
-
-
-def evoteam(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "evoteam.cli.main", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo.parent / "home")},
-    )
+)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = init_repo(tmp_path / "repo")
-    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
-    (root / "kernel.cu").write_text("// not used here\n")
-    for name in ("scale_add.json", "scale_add.jsonl"):
-        shutil.copyfile(DATA / name, root / name)
-    (root / "evoteam.toml").write_text(TOML)
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "kernel")
-    return root
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "kernel.cu").write_text("// not used here\n")
+    return scale_add_repo(tmp_path / "repo", TOML)
 
 
 def test_evolve_show_accept_on_a_cpu_kernel(repo: Path) -> None:
@@ -136,7 +111,7 @@ def test_kill_9_at_any_point_then_resume_records_every_candidate_exactly_once(re
         "--evaluations",
         "3",
     ]
-    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo.parent / "home")}
+    env = cli_env(repo)
     with subprocess.Popen(
         command, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     ) as proc:

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import html
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from matplotlib.image import imread
 
-from conftest import DATA, KERNELS, git, init_repo
+from conftest import evoteam, git, scale_add_repo
 from evoteam.gpu_bench.schema import EvaluationStatus, Workload
 from evoteam.supervisor.decision import AddRole, SupervisorDecision
 from evoteam.supervisor.journal import Event
@@ -290,40 +287,10 @@ def test_an_old_journal_without_workloads_and_a_winner_with_failed_workloads(tmp
 
 
 # -- through the command line, on a real offline run --------------------------------------------------------------
-TOML = """
-[[kernel]]
-name = "scale_add"
-source = "kernel.cpp"
-language = "cpp"
-binding = "c"
-entry = "scale_add"
-definition = "scale_add.json"
-workloads = "scale_add.jsonl"
-flags = ["-O2"]
-"""
-
-
-def evoteam(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "evoteam.cli.main", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo.parent / "home")},
-    )
-
-
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A repository with one finished 2-round offline run (its id)."""
-    root = init_repo(tmp_path_factory.mktemp("report") / "repo")
-    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
-    for name in ("scale_add.json", "scale_add.jsonl"):
-        shutil.copyfile(DATA / name, root / name)
-    (root / "evoteam.toml").write_text(TOML)
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "kernel")
+    root = scale_add_repo(tmp_path_factory.mktemp("report") / "repo")
     done = evoteam(root, "evolve", "kernel.cpp", "--rounds", "2", "--llm", "offline", "--evaluations", "3")
     assert done.returncode == 0, done.stderr
     run = evoteam(root, "runs").stdout.split("\t")[0]
