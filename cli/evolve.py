@@ -153,7 +153,7 @@ def _resume(root: Path, run: str) -> int:
     if state.config is None:
         return _fail(f"no run {run!r} in {root / '.evoteam' / 'runs'} (`evoteam runs` lists them)")
     try:
-        task = load_task(state.config)
+        task = load_task(state.config, root)
         services, runner = make_services(task, state.config, os.environ)
     except (SetupError, TaskError, BackendError) as exc:
         return _fail(str(exc))

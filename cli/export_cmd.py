@@ -56,7 +56,7 @@ def run_export(args: argparse.Namespace) -> int:
         return _fail(f"run {args.run_id} has no candidate {chosen!r} (`evoteam show {args.run_id}` lists them)")
     solution = Solution.model_validate(state.candidates[chosen].solution)
     try:
-        task = load_task(state.config)
+        task = load_task(state.config, root)
         definition = task.load_definition()
         to_flashinfer_solution(solution, definition)  # refuse before spending time on an evaluation
     except (SetupError, TaskError) as exc:

@@ -149,7 +149,7 @@ def run_accept(args: argparse.Namespace) -> int:
             f"run {args.run_id} has no committed candidate {chosen!r}; `evoteam show {args.run_id}` lists them"
         )
     try:
-        task = load_task(state.config)
+        task = load_task(state.config, root)
     except (SetupError, ValueError) as exc:
         return _fail(str(exc))
     git = GitStore(root, args.run_id)

@@ -14,7 +14,7 @@ from evoteam.roles.backends.choose import choose_backend
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
 from evoteam.supervisor.loop import RunServices
-from evoteam.supervisor.state import RunConfig
+from evoteam.supervisor.state import RunConfig, task_config
 from evoteam.supervisor.team import Team
 
 
@@ -22,8 +22,10 @@ class SetupError(ValueError):
     """The run cannot start here (unknown kernel, a CUDA kernel without a GPU and a local runner...)."""
 
 
-def load_task(config: RunConfig) -> KernelTask:
-    tasks = {t.name: t for t in load_tasks(Path(config.config))}
+def load_task(config: RunConfig, repo_root: Path | None = None) -> KernelTask:
+    """The run's task from its evoteam.toml (found below ``repo_root`` when the repository has moved since)."""
+    path = task_config(repo_root, config.config) if repo_root is not None else Path(config.config)
+    tasks = {t.name: t for t in load_tasks(path)}
     if config.kernel not in tasks:
         raise SetupError(f"{config.config} has no kernel named {config.kernel!r}; it has {', '.join(tasks)}")
     return tasks[config.kernel]

@@ -61,6 +61,23 @@ def state_dir(repo_root: Path) -> Path:
     return path
 
 
+def task_config(repo_root: Path, journaled: str | Path) -> Path:
+    """The evoteam.toml of a run in ``repo_root``: the journaled (absolute) path, or, for a repository that was
+    moved or copied since the run started, the same path below ``repo_root`` (its longest tail that exists)."""
+    path = Path(journaled)
+    root = repo_root.resolve()
+    try:
+        path.resolve().relative_to(root)
+        return path
+    except ValueError:
+        pass
+    for start in range(1, len(path.parts)):
+        moved = root.joinpath(*path.parts[start:])
+        if moved.is_file():
+            return moved
+    return path
+
+
 def run_dir(repo_root: Path, run: str) -> Path:
     return state_dir(repo_root) / "runs" / run
 

@@ -216,3 +216,17 @@ def test_export_writes_the_winner_and_fresh_traces_for_flashinfer_bench(repo: Pa
     ):
         refused = evoteam(repo, *bad)
         assert refused.returncode == code and message in refused.stderr, refused.stderr
+
+
+def test_a_moved_repository_keeps_its_runs_usable(repo: Path) -> None:
+    done = evoteam(repo, "evolve", "scale_add", "--rounds", "1", "--team", "single", "--llm", "offline")
+    assert done.returncode == 0, done.stderr
+    run = evoteam(repo, "runs").stdout.split("\t")[0]
+    moved = repo.parent / "moved"
+    repo.rename(moved)  # the journal keeps the old absolute path of evoteam.toml
+    accepted = evoteam(moved, "accept", run)
+    assert accepted.returncode == 0, accepted.stderr
+    best = json.loads(evoteam(moved, "show", run, "--json").stdout)
+    sha = next(c["sha"] for c in best["candidates"] if c["id"] == best["best"])
+    assert (moved / "kernel.cpp").read_text() == git(moved, "show", f"{sha}:kernel.cpp")
+    assert evoteam(moved, "resume", run).returncode == 0
