@@ -1,0 +1,161 @@
+"""Code actions on a kernel file: "Accept winning kernel (1.34x, round 5)" (a WorkspaceEdit replacing the files'
+text by the best candidate's, so undo works) and, on a kernel file that is not a task yet, "Create evoteam.toml
+entry for this kernel" (the scaffold of ``server/scaffold.py`` as file creations and an append, or, for a client
+that cannot create files in an edit, the command ``evoteam.createTaskEntry`` that writes them)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.uris import from_fs_path
+
+from evoteam.gpu_bench.task import TaskError
+from evoteam.server.app import EvoteamServer, Feature
+from evoteam.server.convert import whole_document
+from evoteam.server.scaffold import Scaffold, can_scaffold, config_for, scaffold_for, write
+from evoteam.server.winner import FileCache, WinnerError, current_text, open_uris, replace_edit
+
+log = logging.getLogger("evoteam.server")
+ACCEPT_KIND = lsp.CodeActionKind.RefactorRewrite
+CREATE_KIND = lsp.CodeActionKind.Refactor
+CREATE_COMMAND = "evoteam.createTaskEntry"
+CREATE_TITLE = "Create evoteam.toml entry for this kernel"
+
+
+class CodeActions(Feature):
+    name = "code_actions"
+
+    def __init__(self) -> None:
+        self.files = FileCache()
+
+    def register(self, server: EvoteamServer) -> None:
+        options = lsp.CodeActionOptions(code_action_kinds=[ACCEPT_KIND, CREATE_KIND], resolve_provider=False)
+
+        @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, options)
+        async def code_action(ls: EvoteamServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction | lsp.Command]:
+            await ls.wait_ready()
+            uri = params.text_document.uri
+            path = ls.path_of(uri)
+            if path is None:
+                return []
+            only = params.context.only
+            found: list[lsp.CodeAction | lsp.Command | None] = [
+                await self.accept_action(ls, uri, path) if _wanted(only, ACCEPT_KIND) else None,
+                await self.create_action(ls, uri, path) if _wanted(only, CREATE_KIND) else None,
+            ]
+            return [action for action in found if action is not None]
+
+        @server.command(CREATE_COMMAND)
+        async def create_entry(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
+            return await self.create_entry(ls, args)
+
+    async def accept_action(self, ls: EvoteamServer, uri: str, path: Path) -> lsp.CodeAction | None:
+        """The best candidate of the file's kernel, when its text differs from the editor's."""
+        task = ls.project.task_for(path)
+        found = ls.index.best_for(task.task.name) if task is not None else None
+        if found is None:
+            return None
+        entry, candidate = found
+        try:
+            files = await ls.in_background(self.files.read, ls.project, entry, candidate)
+        except WinnerError as exc:
+            log.warning("no accept action for %s: %s", path, exc)
+            return None
+        mine = {p.resolve(): text for p, text in files.files.items()}.get(path.resolve())
+        if mine is None or current_text(ls.workspace, uri) == mine:
+            return None
+        edit, _ = replace_edit(ls.workspace, files.files)
+        speed = candidate.record.geomean_speedup if candidate.record else None
+        title = f"Accept winning kernel ({speed or 0:.2f}x, round {candidate.round})"
+        return lsp.CodeAction(title=title, kind=ACCEPT_KIND, edit=edit, is_preferred=True)
+
+    async def create_action(self, ls: EvoteamServer, uri: str, path: Path) -> lsp.CodeAction | lsp.Command | None:
+        """The task scaffold, for a kernel file that is not a task (and no broken evoteam.toml governs it)."""
+        scaffold = await self._scaffold(ls, uri, path)
+        if scaffold is None:
+            return None
+        if not _can_create_files(ls):  # a bare Command: lsprotocol reads a CodeAction with a command as one anyway
+            return lsp.Command(title=CREATE_TITLE, command=CREATE_COMMAND, arguments=[uri])
+        return lsp.CodeAction(title=CREATE_TITLE, kind=CREATE_KIND, edit=_creation_edit(ls, scaffold))
+
+    async def create_entry(self, ls: EvoteamServer, args: tuple[Any, ...]) -> dict[str, Any]:
+        """``evoteam.createTaskEntry URI``: writes the scaffold to disk (for clients without file creation)."""
+        await ls.wait_ready()
+        uri = args[0] if len(args) == 1 else None
+        uri = uri.get("uri") if isinstance(uri, dict) else uri
+        path = ls.path_of(uri) if isinstance(uri, str) and uri else None
+        if path is None or not isinstance(uri, str):
+            raise JsonRpcInvalidParams(f"{CREATE_COMMAND} takes one argument: the kernel file's URI")
+        scaffold = await self._scaffold(ls, uri, path, from_disk=True)
+        if scaffold is None:
+            raise JsonRpcInvalidParams(
+                f"{CREATE_COMMAND}: {path} is already a task, not a kernel file (.cpp, .cu, .py), or its evoteam.toml"
+                " is invalid"
+            )
+        try:
+            written = await ls.in_background(write, scaffold)
+        except OSError as exc:
+            raise JsonRpcException(f"{CREATE_COMMAND}: {exc}", code=lsp.LSPErrorCodes.RequestFailed.value) from None
+        return {"name": scaffold.name, "config": str(scaffold.config), "files": [str(p) for p in written]}
+
+    async def _scaffold(self, ls: EvoteamServer, uri: str, path: Path, from_disk: bool = False) -> Scaffold | None:
+        if not can_scaffold(path) or ls.project.task_for(path) is not None or ls.project.config_error(path):
+            return None
+        try:
+            path.resolve().relative_to(ls.project.root)
+        except ValueError:
+            return None
+        config = config_for(path, ls.project.root)
+        config_text = None if from_disk else current_text(ls.workspace, _uri(ls, config))
+        text = current_text(ls.workspace, uri) or ""
+        try:
+            return await ls.in_background(scaffold_for, path, text, ls.project.root, config_text)
+        except (TaskError, OSError) as exc:
+            log.warning("no task scaffold for %s: %s", path, exc)
+            return None
+
+
+def _wanted(only: Sequence[str] | None, kind: str) -> bool:
+    return only is None or any(kind == o or kind.startswith(f"{o}.") for o in only)
+
+
+def _can_create_files(ls: EvoteamServer) -> bool:
+    workspace = ls.client_capabilities.workspace
+    edit = workspace.workspace_edit if workspace else None
+    return bool(edit and edit.document_changes and lsp.ResourceOperationKind.Create in (edit.resource_operations or []))
+
+
+def _uri(ls: EvoteamServer, path: Path) -> str:
+    return open_uris(ls.workspace).get(path.resolve()) or from_fs_path(str(path)) or path.as_uri()
+
+
+def _creation_edit(ls: EvoteamServer, scaffold: Scaffold) -> lsp.WorkspaceEdit:
+    changes: list[lsp.TextDocumentEdit | lsp.CreateFile | lsp.RenameFile | lsp.DeleteFile] = []
+    new = dict(scaffold.files)
+    if not scaffold.config_exists:
+        new[scaffold.config] = scaffold.entry
+    for path, text in new.items():
+        uri = _uri(ls, path)
+        changes.append(lsp.CreateFile(uri=uri, options=lsp.CreateFileOptions(overwrite=False, ignore_if_exists=False)))
+        changes.append(_insert(uri, None, lsp.Position(0, 0), text))
+    if scaffold.config_exists:
+        uri = _uri(ls, scaffold.config)
+        document = ls.workspace.text_documents.get(uri)
+        end = whole_document(current_text(ls.workspace, uri) or "").end
+        changes.append(_insert(uri, document.version if document else None, end, scaffold.entry))
+    return lsp.WorkspaceEdit(document_changes=changes)
+
+
+def _insert(uri: str, version: int | None, at: lsp.Position, text: str) -> lsp.TextDocumentEdit:
+    return lsp.TextDocumentEdit(
+        text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+        edits=[lsp.TextEdit(range=lsp.Range(at, at), new_text=text)],
+    )
+
+
+FEATURE = CodeActions()
