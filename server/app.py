@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -33,7 +34,7 @@ R = TypeVar("R")
 RUN_UPDATED = "evoteam/runUpdated"
 """Notification to the client (its tree view): one run changed; params as ``convert.run_summary``."""
 
-FEATURES: tuple[str, ...] = ()
+FEATURES: tuple[str, ...] = ("commands", "code_actions")
 """Modules of ``evoteam.server.features`` whose ``FEATURE`` is registered, in this order."""
 
 
@@ -111,6 +112,14 @@ class EvoteamServer(LanguageServer):
                     )
                 )
 
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls's error hook. Its reader loop reports a body it could not parse with ``JsonRpcException`` as the
+        source (the protocol handles everything else itself): that gets JSON-RPC's ParseError answer."""
+        if source is JsonRpcException and isinstance(self.protocol, EvoteamProtocol):
+            self.protocol.parse_error(error)
+            return
+        super().report_server_error(error, source)
+
     async def in_background(self, fn: Callable[..., R], *args: Any) -> R:
         """``fn(*args)`` on the server's executor, awaited from the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self.work, fn, *args)
@@ -158,20 +167,23 @@ class EvoteamServer(LanguageServer):
 
     # -- settings --------------------------------------------------------------------------------------------
     async def load_settings(self) -> None:
-        raw: Any = None
+        """Asks the client for the ``evoteam`` section; a client that cannot answer keeps what it sent in
+        ``initializationOptions`` (or the defaults)."""
         capabilities = self.client_capabilities.workspace
-        if capabilities is not None and capabilities.configuration:
-            try:
-                answer = await asyncio.wait_for(
-                    self.workspace_configuration_async(
-                        lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section=SECTION)])
-                    ),
-                    timeout=5.0,
-                )
-                raw = answer[0] if answer else None
-            except Exception as exc:  # a client that cannot answer keeps the defaults
-                log.warning("workspace/configuration failed: %r", exc)
-        self.apply_settings(raw)
+        if capabilities is None or not capabilities.configuration:
+            return
+        try:
+            answer = await asyncio.wait_for(
+                self.workspace_configuration_async(
+                    lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section=SECTION)])
+                ),
+                timeout=5.0,
+            )
+        except Exception as exc:
+            log.warning("workspace/configuration failed: %r", exc)
+            return
+        if answer and answer[0] is not None:  # nothing set in the editor: keep what initialize brought
+            self.apply_settings(answer[0])
 
     def apply_settings(self, raw: Any) -> None:
         self.settings, problems = parse_settings(raw)
