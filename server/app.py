@@ -34,7 +34,7 @@ R = TypeVar("R")
 RUN_UPDATED = "evoteam/runUpdated"
 """Notification to the client (its tree view): one run changed; params as ``convert.run_summary``."""
 
-FEATURES: tuple[str, ...] = ("commands", "code_actions")
+FEATURES: tuple[str, ...] = ("commands", "code_actions", "lenses", "hover", "progress", "diagnostics")
 """Modules of ``evoteam.server.features`` whose ``FEATURE`` is registered, in this order."""
 
 
@@ -63,6 +63,9 @@ class Feature:
 
     async def files_changed(self, server: EvoteamServer, paths: set[Path]) -> None:
         """Files outside ``.evoteam/`` changed on disk (a kernel file, an evoteam.toml)."""
+
+    async def knowledge_changed(self, server: EvoteamServer, paths: set[Path]) -> None:
+        """Files of a knowledge store (``.evoteam/knowledge/``) changed on disk."""
 
     async def settings_changed(self, server: EvoteamServer) -> None: ...
 
@@ -149,6 +152,9 @@ class EvoteamServer(LanguageServer):
         state = self.project.root / ".evoteam"
         if any(_under(p, state / "runs") for p in paths):
             await self.refresh_runs()
+        knowledge = {p for p in paths if _under(p, state / "knowledge")}
+        if knowledge:
+            await self.emit("knowledge_changed", knowledge)
         outside = {p for p in paths if not _under(p, state)}
         if outside:
             await self.emit("files_changed", outside)

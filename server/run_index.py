@@ -3,7 +3,10 @@ its size or modification time changed, so a request reads memory and a refresh r
 
 from __future__ import annotations
 
+import json
+import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,3 +106,42 @@ def _started(run: str) -> str:
     """``kernel-YYYYmmdd-HHMMSS-xxxx`` → its timestamp (runs sort by when they started, whatever the kernel)."""
     parts = run.rsplit("-", 3)
     return "-".join(parts[1:3]) if len(parts) == 4 else run
+
+
+STARTING_S = 120.0
+"""A live run whose kernel lock names no live process counts as starting (a detached run journals its start
+before its process takes the lock) while its journal is younger than this."""
+
+
+def running(entry: RunEntry, root: Path, now: float | None = None) -> bool:
+    """Whether a live run's process is there: the kernel's lock names it and its process exists, or the run
+    has just started. A run that stopped without finishing (killed, crashed) is live but not running."""
+    if not entry.live:
+        return False
+    holder = _lock_holder(root / ".evoteam" / "locks" / f"{entry.kernel}.lock")
+    alive = _alive(holder.get("pid"))
+    if holder.get("run") == entry.run:
+        return alive
+    if alive:  # another run of the kernel holds its lock: one run per kernel, so not this one
+        return False
+    return (time.time() if now is None else now) - entry.stamp[1] / 1e9 < STARTING_S
+
+
+def _lock_holder(path: Path) -> dict[str, object]:
+    try:
+        value = json.loads(path.read_bytes() or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True

@@ -4,6 +4,7 @@ once per burst of changes (debounced), from watchdog's thread: the callback must
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
@@ -12,6 +13,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 DEBOUNCE_S = 0.15
+MAX_WAIT_S = 0.75
 
 
 class Watcher(Protocol):
@@ -26,6 +28,7 @@ class _Burst(FileSystemEventHandler):
         self.debounce_s = debounce_s
         self._paths: set[Path] = set()
         self._timer: threading.Timer | None = None
+        self._burst_start = 0.0
         self._lock = threading.Lock()
 
     def on_any_event(self, event: FileSystemEvent) -> None:
@@ -35,9 +38,14 @@ class _Burst(FileSystemEventHandler):
             for raw in (event.src_path, getattr(event, "dest_path", "")):
                 if raw:
                     self._paths.add(Path(raw if isinstance(raw, str) else raw.decode()))
+            now = time.monotonic()
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = threading.Timer(self.debounce_s, self._fire)
+            else:
+                self._burst_start = now
+            # a long burst (a run writing its journal) still fires every MAX_WAIT_S, not only when it pauses
+            wait = 0.0 if now - self._burst_start >= MAX_WAIT_S else self.debounce_s
+            self._timer = threading.Timer(wait, self._fire)
             self._timer.daemon = True
             self._timer.start()
 
