@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,14 +23,26 @@ server_env = cli_env
 _EVOLVED: dict[str, Path] = {}
 
 
-def evolved_repo(cache: Path, dest: Path) -> tuple[Path, str]:
-    """A copy of the sample repository after one real offline round (made once under ``cache``), and its run."""
-    if "repo" not in _EVOLVED:
-        made = sample_repo(cache / "evolved")
-        done = evoteam(made, "evolve", "scale_add", "--rounds", "1", "--llm", "offline", "--evaluations", "3")
+def evolved_repo(
+    cache: Path,
+    dest: Path,
+    name: str = "evolved",
+    prepare: Callable[[Path], None] | None = None,
+    evaluations: int = 3,
+) -> tuple[Path, str]:
+    """A copy of the sample repository after one real offline round (made once per ``name`` under ``cache``,
+    after ``prepare`` changed and committed what it wants in it), and its run."""
+    if name not in _EVOLVED:
+        made = sample_repo(cache / name)
+        if prepare is not None:
+            prepare(made)
+        (cache / "home").mkdir(exist_ok=True)
+        done = evoteam(
+            made, "evolve", "scale_add", "--rounds", "1", "--llm", "offline", "--evaluations", str(evaluations)
+        )
         assert done.returncode == 0, done.stderr
-        _EVOLVED["repo"] = made
-    shutil.copytree(_EVOLVED["repo"], dest, symlinks=True)
+        _EVOLVED[name] = made
+    shutil.copytree(_EVOLVED[name], dest, symlinks=True)
     (dest.parent / "home").mkdir(exist_ok=True)
     [run] = [p.name for p in (dest / ".evoteam" / "runs").iterdir()]
     return dest, run

@@ -7,37 +7,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_support import _plain, evoteam, lsp_session, raw_request, sample_repo
+from lsp_support import _plain, evolved_repo, lsp_session, raw_request, sample_repo
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from conftest import git
 
-_TUNED: dict[str, Path] = {}
+
+def _uncompilable_block(repo: Path) -> None:
+    kernel = repo / "kernel.cpp"
+    kernel.write_text(kernel.read_text().replace("#define BLOCK 256", "#define BLOCK 8192"))
+    git(repo, "commit", "-q", "-am", "a BLOCK that does not compile")
 
 
 def tuned_repo(cache: Path, dest: Path) -> tuple[Path, str]:
     """A copy of the sample repository whose kernel starts with a BLOCK that does not compile (8192), after one
     real offline round: every passing candidate, so the winner, has another BLOCK. Made once per session."""
-    if "repo" not in _TUNED:
-        made = sample_repo(cache / "tuned")
-        kernel = made / "kernel.cpp"
-        kernel.write_text(kernel.read_text().replace("#define BLOCK 256", "#define BLOCK 8192"))
-        git(made, "commit", "-q", "-am", "a BLOCK that does not compile")
-        (cache / "home").mkdir(exist_ok=True)
-        done = evoteam(made, "evolve", "scale_add", "--rounds", "1", "--llm", "offline", "--evaluations", "4")
-        assert done.returncode == 0, done.stderr
-        _TUNED["repo"] = made
-    shutil.copytree(_TUNED["repo"], dest, symlinks=True)
-    (dest.parent / "home").mkdir(exist_ok=True)
-    [run] = [p.name for p in (dest / ".evoteam" / "runs").iterdir()]
-    return dest, run
+    return evolved_repo(cache, dest, name="tuned", prepare=_uncompilable_block, evaluations=4)
 
 
 @pytest.fixture
