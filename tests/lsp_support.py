@@ -8,6 +8,7 @@ import shutil
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,14 @@ def evolved_repo(
     (dest.parent / "home").mkdir(exist_ok=True)
     [run] = [p.name for p in (dest / ".evoteam" / "runs").iterdir()]
     return dest, run
+
+
+def later_run(run: str, suffix: str) -> str:
+    """A run id of the same kernel started one second after ``run`` (the server orders runs by their start, so
+    a copy under another suffix alone would sort by the suffix against the random one of ``run``)."""
+    kernel, day, time, _ = run.rsplit("-", 3)
+    started = datetime.strptime(f"{day}-{time}", "%Y%m%d-%H%M%S") + timedelta(seconds=1)
+    return f"{kernel}-{started:%Y%m%d-%H%M%S}-{suffix}"
 
 
 @asynccontextmanager

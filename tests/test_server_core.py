@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lsp_support import evolved_repo, lsp_session, raw_request, sample_repo, status
+from lsp_support import evolved_repo, later_run, lsp_session, raw_request, sample_repo, status
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
@@ -45,7 +45,7 @@ async def test_a_run_that_appears_on_disk_is_announced_live(evolved: tuple[Path,
     runs = repo / ".evoteam" / "runs"
     async with lsp_session(repo) as client:
         assert (await status(client))["runs"] == [run]
-        copy = run.replace(run.rsplit("-", 1)[1], "beef")
+        copy = later_run(run, "beef")
         shutil.copytree(runs / run, tmp_path / copy)  # as a CLI started elsewhere would: written, then moved in
         (tmp_path / copy).rename(runs / copy)
         update = await asyncio.wait_for(client.wait_for_notification("evoteam/runUpdated"), timeout=10)

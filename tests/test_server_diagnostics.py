@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from lsp_support import evolved_repo, lsp_session, sample_repo, status
+from lsp_support import evolved_repo, later_run, lsp_session, sample_repo, status
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
@@ -161,7 +161,7 @@ async def test_failed_workloads_of_the_last_evaluation_appear_when_the_run_does(
     kernel = repo / "kernel.cpp"
     original = kernel.read_text()
     older, newer = original.replace("BLOCK 256", "BLOCK 32"), original.replace("BLOCK 256", "BLOCK 16")
-    new = run.replace(run.rsplit("-", 1)[1], "beef")
+    new = later_run(run, "beef")
     async with lsp_session(repo) as client:
         uri = open_file(client, kernel, older)
         assert of_kind(await published(client, uri), "evaluation") == []  # the evolved run's newest one passed
@@ -185,7 +185,7 @@ async def test_a_text_no_candidate_has_gets_the_newest_evaluation_of_the_latest_
     repo, run = evolved
     kernel = repo / "kernel.cpp"
     original = kernel.read_text()
-    new = run.replace(run.rsplit("-", 1)[1], "beef")
+    new = later_run(run, "beef")
     failing_run(repo, run, new, {"older": original.replace("256", "32"), "newer": original.replace("256", "16")})
     async with lsp_session(repo) as client:
         uri = open_file(client, kernel, original + "// edited\n")

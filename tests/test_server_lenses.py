@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_support import evolved_repo, lsp_session, sample_repo
+from lsp_support import evolved_repo, later_run, lsp_session, sample_repo
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
@@ -161,7 +161,7 @@ async def test_a_live_run_shows_its_status_cancels_from_its_lens_and_asks_for_a_
 ) -> None:
     repo, run = evolved
     runs = repo / ".evoteam" / "runs"
-    live = run.replace(run.rsplit("-", 1)[1], "1ive")
+    live = later_run(run, "1ive")
     # the run as it was before it finished, its process holding the kernel's lock (this test's process)
     lines = (runs / run / "journal.jsonl").read_text().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "round_finished")
