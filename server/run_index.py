@@ -1,5 +1,6 @@
-"""Every run of the repository as its journal says, kept current cheaply: a journal is folded again only when
-its size or modification time changed, so a request reads memory and a refresh reads only what grew."""
+"""Every run of the repository as its journal says, kept current cheaply: a journal is read again only when its
+size or modification time changed, and then only what was appended (``RunFold``), so a request reads memory and
+a refresh reads only what grew."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoteam.supervisor.journal import Journal, JournalError
-from evoteam.supervisor.state import Candidate, RunState, fold
+from evoteam.server.run_fold import RunFold
+from evoteam.supervisor.journal import JournalError
+from evoteam.supervisor.records import WorkloadOutcome
+from evoteam.supervisor.state import Candidate, RunState
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,8 @@ class RunEntry:
     state: RunState
     stamp: tuple[int, int]
     """(size, mtime_ns) of the journal when it was folded."""
+    source: RunFold | None = None
+    """Where the state came from; its records hold no per-workload outcomes (``workloads`` reads them)."""
 
     @property
     def kernel(self) -> str:
@@ -34,12 +39,20 @@ class RunEntry:
     def best(self) -> Candidate | None:
         return self.state.candidates.get(self.state.best) if self.state.best else None
 
+    def workloads(self, candidate: str) -> list[WorkloadOutcome]:
+        """The candidate's per-workload outcomes (read from the journal: the folded state does not keep them)."""
+        if self.source is not None:
+            return self.source.workloads(candidate)
+        known = self.state.candidates.get(candidate)
+        return list(known.record.workloads) if known is not None and known.record is not None else []
+
 
 class RunIndex:
     def __init__(self, repo_root: Path) -> None:
         self.root = repo_root
         self.folder = repo_root / ".evoteam" / "runs"
         self._runs: dict[str, RunEntry] = {}
+        self._folds: dict[str, RunFold] = {}
         self._lock = threading.Lock()
 
     def refresh(self) -> list[str]:
@@ -59,15 +72,19 @@ class RunIndex:
                 old = self._runs.get(run)
             if old is not None and old.stamp == stamp:
                 continue
+            source = self._folds.get(run) or self._folds.setdefault(run, RunFold(path))
             try:
-                state = fold(Journal(path).events())
-            except (JournalError, ValueError, KeyError):
+                grew = source.update()
+            except (JournalError, OSError):
                 continue  # a journal being written or damaged: read it again on its next change
-            if state.config is None:
+            if source.state.config is None:
                 continue
             with self._lock:
-                self._runs[run] = RunEntry(run, state, stamp)
-            changed.append(run)
+                self._runs[run] = RunEntry(run, source.state, stamp, source)
+            if grew or old is None:
+                changed.append(run)
+        for gone in set(self._folds) - seen:
+            del self._folds[gone]
         with self._lock:
             for gone in set(self._runs) - seen:
                 del self._runs[gone]

@@ -10,6 +10,7 @@ rationale, solution), ``agent_finished`` (round, agent), ``evaluated`` (candidat
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -119,45 +120,59 @@ class RunState(BaseModel):
         return [c for c in self.candidates.values() if c.round == round_number]
 
 
-def fold(events: list[Event]) -> RunState:
+def fold(events: Iterable[Event]) -> RunState:
     state = RunState()
     for event in events:
-        d = event.data
-        match event.kind:
-            case "run_started":
-                state.config = RunConfig.model_validate(d["config"])
-                state.team = initial_team(state.config.mode)
-            case "base":
-                state.base = d["sha"]
-            case "round_started":
-                state.rounds_started.append(d["round"])
-                state.team = Team.model_validate(d["team"])
-            case "tokens":
-                key = (d["role"], d["agent"])
-                state.tokens[key] = state.tokens.get(key, Usage()) + Usage.model_validate(d["usage"])
-            case "agent_event":
-                if d.get("tool") == "profile" and not d.get("is_error"):
-                    state.profiled_rounds.add(d["round"])
-                if d.get("tool") == "read_knowledge":
-                    state.knowledge_rounds.add(d["round"])
-            case "submitted":
-                if d["id"] not in state.candidates:
-                    state.candidates[d["id"]] = Candidate.model_validate(d)
-            case "agent_finished":
-                state.finished_agents.add((d["round"], d["agent"]))
-            case "evaluated":
-                record = CandidateRecord.model_validate(d["record"])
-                state.candidates[record.id].record = record
-            case "committed":
-                state.candidates[d["id"]].sha = d["sha"]
-            case "best":
-                state.best, state.best_speedup = d["id"], d["speedup"]
-            case "decision":
-                state.decisions.append(SupervisorDecision.model_validate(d["decision"]))
-            case "team":
-                state.team = Team.model_validate(d["team"])
-            case "round_finished":
-                state.rounds_finished.append(RoundRecord.model_validate(d["record"]))
-            case "run_finished":
-                state.finished = d["reason"]
+        apply(state, event)
     return state
+
+
+def apply(state: RunState, event: Event) -> None:
+    """One event into ``state`` (in place); unknown kinds change nothing."""
+    d = event.data
+    match event.kind:
+        case "run_started":
+            state.config = RunConfig.model_validate(d["config"])
+            state.team = initial_team(state.config.mode)
+        case "base":
+            state.base = d["sha"]
+        case "round_started":
+            state.rounds_started.append(d["round"])
+            state.team = Team.model_validate(d["team"])
+        case "tokens":
+            key = (d["role"], d["agent"])
+            state.tokens[key] = state.tokens.get(key, Usage()) + Usage.model_validate(d["usage"])
+        case "agent_event":
+            if d.get("tool") == "profile" and not d.get("is_error"):
+                state.profiled_rounds.add(d["round"])
+            if d.get("tool") == "read_knowledge":
+                state.knowledge_rounds.add(d["round"])
+        case "submitted":
+            if d["id"] not in state.candidates:
+                state.candidates[d["id"]] = Candidate.model_validate(d)
+        case "agent_finished":
+            state.finished_agents.add((d["round"], d["agent"]))
+        case "evaluated":
+            record = CandidateRecord.model_validate(d["record"])
+            state.candidates[record.id].record = record
+        case "committed":
+            state.candidates[d["id"]].sha = d["sha"]
+        case "best":
+            state.best, state.best_speedup = d["id"], d["speedup"]
+        case "decision":
+            state.decisions.append(SupervisorDecision.model_validate(d["decision"]))
+        case "team":
+            state.team = Team.model_validate(d["team"])
+        case "round_finished":
+            finished = RoundRecord.model_validate(d["record"])
+            finished.candidates = [_shared(state, c) for c in finished.candidates]
+            state.rounds_finished.append(finished)
+        case "run_finished":
+            state.finished = d["reason"]
+
+
+def _shared(state: RunState, record: CandidateRecord) -> CandidateRecord:
+    """The candidate's own record when the round's copy equals it (one object for both: a long run's records,
+    with their per-workload outcomes, are held once)."""
+    known = state.candidates.get(record.id)
+    return known.record if known is not None and known.record == record else record

@@ -296,7 +296,7 @@ def evaluation_diagnostics(runs: list[RunEntry], name: str, text: str, at: lsp.R
         "the last evaluation of this text" if exact else "the newest evaluation of the latest run; this text differs"
     )
     out = []
-    failed = [w for w in record.workloads if w.status != EvaluationStatus.PASSED]
+    failed = [w for w in entry.workloads(candidate.id) if w.status != EvaluationStatus.PASSED]
     for w in failed:
         message = f"workload {w.uuid}: {w.status.value}" + (f": {w.reason}" if w.reason else "") + f" [{which}]"
         out.append(_diagnostic(at, message, "evaluation", lsp.DiagnosticSeverity.Warning, code=w.status.value))

@@ -11,7 +11,7 @@ from evoteam.server.convert import result_label
 from evoteam.server.features.lenses import EntryPoint, entry_point
 from evoteam.server.run_index import RunEntry
 from evoteam.supervisor.decision import SupervisorDecision, describe
-from evoteam.supervisor.records import CandidateRecord
+from evoteam.supervisor.records import WorkloadOutcome
 
 
 def _cell(text: str) -> str:
@@ -23,14 +23,14 @@ def _ms(value: float | None) -> str:
     return f"{value:.4g}" if value is not None else "–"
 
 
-def workload_table(record: CandidateRecord) -> list[str]:
-    if not record.workloads:
+def workload_table(workloads: list[WorkloadOutcome]) -> list[str]:
+    if not workloads:
         return ["_No per-workload outcomes were recorded for this candidate._"]
     rows = [
         "| workload | status | speedup | latency ms | baseline ms |",
         "|---|---|---:|---:|---:|",
     ]
-    for w in record.workloads:
+    for w in workloads:
         status = w.status.value + (f" ({_cell(w.reason)})" if w.reason else "")
         speedup = f"{w.speedup:.2f}x" if w.speedup is not None else "–"
         rows.append(
@@ -63,7 +63,7 @@ def hover_text(ls: EvoteamServer, point: EntryPoint) -> str | None:
     if best is not None and best[1].record is not None:
         entry, candidate = best
         parts += [f"**Best**: {result_label(best[1].record)} (run `{entry.run}`, candidate `{candidate.id}`)", ""]
-        parts += workload_table(best[1].record)
+        parts += workload_table(entry.workloads(candidate.id))
     else:
         parts.append(f"_No passing candidate in {len(entries)} run(s) yet._")
     latest = entries[-1]
