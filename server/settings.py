@@ -8,6 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SECTION = "evoteam"
+CLIENT_ONLY = frozenset({"python"})
+"""Settings of the section that the editor's extension reads itself (the interpreter that starts the server):
+not the server's, not unknown."""
 
 
 class Settings(BaseModel):
@@ -31,6 +34,8 @@ def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
     good: dict[str, Any] = {}
     fields = Settings.model_fields
     for key, value in raw.items():
+        if key in CLIENT_ONLY:
+            continue
         if key not in fields:
             problems.append(f"evoteam.{key}: unknown setting (ignored)")
             continue

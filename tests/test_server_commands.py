@@ -118,7 +118,7 @@ async def test_runs_rounds_and_the_candidate_diff(tuned: tuple[Path, str]) -> No
         and rounds["base"]["sha"] == git(repo, "rev-parse", f"evoteam/{run}/base").strip()
     )
     assert rounds["best"]["sha"] == winner["sha"] == git(repo, "rev-parse", f"evoteam/{run}/best").strip()
-    assert diff["paths"] == ["kernel.cpp"] and diff["sha"] == winner["sha"]
+    assert diff["paths"] == ["kernel.cpp"] and diff["sha"] == winner["sha"] and Path(diff["root"]) == repo
     assert diff["diff"] == git(repo, "diff", "--no-color", rounds["base"]["sha"], winner["sha"], "--", "kernel.cpp")
     changed = [line for line in diff["diff"].splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
     assert changed[0] == "-#define BLOCK 8192" and changed[1].startswith("+#define BLOCK ") and len(changed) == 2
@@ -158,6 +158,21 @@ async def test_accept_refuses_a_run_without_a_passing_candidate(tuned: tuple[Pat
     assert raised.value.code == lsp.LSPErrorCodes.RequestFailed and "no passing candidate" in str(raised.value)
 
 
+async def test_report_writes_the_runs_page_with_its_plots(tuned: tuple[Path, str]) -> None:
+    repo, run = tuned
+    async with lsp_session(repo) as client:
+        answer = await command(client, "evoteam.report", run)
+    page = Path(answer["page"])
+    assert answer["run"] == run and answer["uri"] == page.as_uri()
+    assert page == repo / ".evoteam" / "runs" / run / "report" / "report.html"
+    assert run in page.read_text() and sorted(p.name for p in page.parent.glob("*.png")) == [
+        "speedup.png",
+        "timeline.png",
+        "tokens.png",
+        "workloads.png",
+    ]
+
+
 BAD_ARGUMENTS: list[tuple[str, list[Any], str]] = [
     ("evoteam.evolve", ["README"], "is not a kernel task"),
     ("evoteam.evolve", ["KERNEL", {"rounds": 0}], "options.rounds"),
@@ -171,6 +186,8 @@ BAD_ARGUMENTS: list[tuple[str, list[Any], str]] = [
     ("evoteam.accept", ["RUN", "a", "b"], "takes at most 2 arguments"),
     ("evoteam.accept", [{"run": "RUN", "extra": 1}], "extra: Extra inputs are not permitted"),
     ("evoteam.runs", ["x"], "takes no arguments"),
+    ("evoteam.report", [], "run: Field required"),
+    ("evoteam.report", ["no-such-run"], "no run 'no-such-run'"),
 ]
 
 

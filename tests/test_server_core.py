@@ -31,6 +31,7 @@ async def test_it_starts_on_the_repository_and_knows_its_runs(evolved: tuple[Pat
 async def test_valid_settings_are_used_and_bad_ones_are_reported_and_replaced(tmp_path: Path) -> None:
     repo = sample_repo(tmp_path / "repo")
     settings = {"budget": -5, "team": "fixed", "rounds": "many", "runner": "ssh://gpu-box", "colour": "red"}
+    settings["python"] = "/usr/bin/python3"  # the extension's own setting: neither the server's nor unknown
     async with lsp_session(repo, settings=settings) as client:
         found = await status(client)
         warnings = [m.message for m in client.messages if m.type == lsp.MessageType.Warning]
@@ -38,6 +39,7 @@ async def test_valid_settings_are_used_and_bad_ones_are_reported_and_replaced(tm
     assert found["settings"]["budget"] == 200_000 and found["settings"]["rounds"] == 3
     [warning] = warnings
     assert "evoteam.budget" in warning and "evoteam.rounds" in warning and "evoteam.colour: unknown" in warning
+    assert "python" not in warning
 
 
 async def test_a_run_that_appears_on_disk_is_announced_live(evolved: tuple[Path, str], tmp_path: Path) -> None:

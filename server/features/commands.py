@@ -1,6 +1,6 @@
 """The ``evoteam.*`` commands (workspace/executeCommand): start and cancel runs, list them, their rounds and a
-candidate's diff, and accept a winner into the editor. Every answer is plain JSON; bad arguments get an error
-answer that says what is wrong.
+candidate's diff, accept a winner into the editor, and write a run's report. Every answer is plain JSON; bad
+arguments get an error answer that says what is wrong.
 
 Arguments are positional (``evoteam.accept RUN [CANDIDATE]``) or one object with the same names
 (``{"run": ..., "candidate": ...}``). Runs are separate processes: ``evoteam.evolve`` starts
@@ -30,6 +30,8 @@ from evoteam.supervisor.state import Candidate, run_dir
 M = TypeVar("M", bound=BaseModel)
 START_TIMEOUT = 120.0
 """Seconds ``evoteam evolve --detach`` may take to journal the run and print its id."""
+REPORT_TIMEOUT = 300.0
+"""Seconds ``evoteam report`` may take to plot and write a run's report."""
 
 
 class RunArgs(BaseModel):
@@ -112,6 +114,10 @@ class Commands(Feature):
         async def accept(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
             return await self.accept(ls, parse_args(AcceptArgs, "evoteam.accept", args))
 
+        @server.command("evoteam.report")
+        async def report(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
+            return await self.report(ls, parse_args(RunArgs, "evoteam.report", args))
+
     # -- evolve and cancel ---------------------------------------------------------------------------------
     async def evolve(self, ls: EvoteamServer, args: EvolveArgs) -> dict[str, Any]:
         await ls.wait_ready()
@@ -170,6 +176,7 @@ class Commands(Feature):
         return {
             "run": entry.run,
             "candidate": candidate.id,
+            "root": str(git.root),
             "base": base,
             "sha": candidate.sha,
             "paths": paths,
@@ -202,6 +209,18 @@ class Commands(Feature):
         label = f"evoteam: accept {candidate.id}{speed} of {entry.run}"
         result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(edit=edit, label=label))
         return {**answer, "applied": result.applied, "failureReason": result.failure_reason}
+
+    # -- report ----------------------------------------------------------------------------------------------
+    async def report(self, ls: EvoteamServer, args: RunArgs) -> dict[str, Any]:
+        """``evoteam report RUN`` in a subprocess (plotting stays out of the server); the page's path and URI."""
+        entry = await _entry(ls, args.run)
+        command = [sys.executable, "-m", "evoteam.cli.main", "report", entry.run]
+        done, out, err = await _exec(command, ls.project.root, REPORT_TIMEOUT)
+        lines = out.strip().splitlines()
+        if done != 0 or not lines:
+            raise RequestFailed(f"evoteam.report: {err.strip() or f'evoteam report exited with {done}'}")
+        page = Path(lines[-1])
+        return {"run": entry.run, "page": str(page), "uri": page.as_uri()}
 
 
 async def _entry(ls: EvoteamServer, run: str) -> RunEntry:
