@@ -1,0 +1,105 @@
+"""The VS Code extension end to end in a real VS Code (code-server on 127.0.0.1, headless Debian chromium driven
+by playwright-core; ``vscode-extension/e2e/evolve.mjs``): the built .vsix installed, the example RMSNorm repository
+opened, "Evolve this kernel" with the offline team, a finished round and its candidates in the "Evolution runs"
+view, the best candidate's diff, the winner accepted through the code action and saved. The file on disk must
+then be the run's best commit, and chromium must not have left loopback.
+
+Needs ``scripts/extension`` (the .vsix) and ``scripts/vscode-e2e-setup`` (code-server, chromium,
+playwright-core); skips without them unless ``EVOTEAM_E2E_REQUIRED=1`` (CI), where their absence fails.
+Screenshots of every step are left in the test's temporary folder (its path is printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, init_repo
+
+REPO = Path(__file__).resolve().parent.parent
+EXTENSION = REPO / "vscode-extension"
+VSIX = EXTENSION / "evoteam.vsix"
+KERNEL = "kernels/rmsnorm_tuned.cpp"
+DETUNED = ("constexpr int kLanes = 16;", "constexpr int kLanes = 2;")
+
+
+def missing() -> str | None:
+    home = Path(os.environ.get("EVOTEAM_E2E_HOME", EXTENSION / ".e2e"))
+    needs = {
+        "the .vsix (scripts/extension)": VSIX,
+        "code-server (scripts/vscode-e2e-setup)": home / "code-server" / "node_modules" / ".bin" / "code-server",
+        "playwright-core (scripts/vscode-e2e-setup)": home / "playwright" / "node_modules" / "playwright-core",
+    }
+    absent = [what for what, path in needs.items() if not path.exists()]
+    if shutil.which("chromium") is None:
+        absent.append("Debian chromium (scripts/vscode-e2e-setup)")
+    if shutil.which("node") is None:
+        absent.append("node")
+    return ", ".join(absent) or None
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """The example RMSNorm repository as a fresh git repository (no runs), its tuned kernel set back to 2 lanes
+    (its one knob: the offline tuner's candidates then beat the start, and accepting one changes the file)."""
+    folder = tmp_path / "rmsnorm"
+    shutil.copytree(REPO / "examples" / "rmsnorm", folder, ignore=shutil.ignore_patterns(".evoteam", "__pycache__"))
+    kernel = folder / KERNEL
+    text = kernel.read_text()
+    assert DETUNED[0] in text
+    kernel.write_text(text.replace(*DETUNED))  # a slow start, so the offline team's winner differs from it
+    init_repo(folder)
+    git(folder, "add", ".")
+    git(folder, "commit", "-q", "-m", "the RMSNorm example")
+    return folder
+
+
+def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: Path) -> None:
+    absent = missing()
+    if absent is not None:
+        if os.environ.get("EVOTEAM_E2E_REQUIRED") == "1":
+            pytest.fail(f"the VS Code end-to-end test needs {absent}")
+        pytest.skip(f"needs {absent}")
+    shots = tmp_path / "screenshots"
+    before = (workspace / KERNEL).read_text()
+    command = ["node", str(EXTENSION / "e2e" / "evolve.mjs"), "--folder", str(workspace), "--vsix", str(VSIX)]
+    command += ["--python", sys.executable, "--kernel", KERNEL, "--out", str(shots)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=540, cwd=REPO)
+    print(done.stderr[-4000:])
+    print(f"screenshots: {shots}")
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"evolve.mjs printed nothing (exit {done.returncode}): {done.stderr[-2000:]}"
+    found = json.loads(lines[-1])
+    assert done.returncode == 0 and found["ok"], found.get("error")
+    run = found["run"]
+    assert (workspace / ".evoteam" / "runs" / run / "journal.jsonl").is_file()
+    best = git(workspace, "show", f"evoteam/{run}/best:{KERNEL}")
+    after = (workspace / KERNEL).read_text()
+    assert found["changed"] and after != before and after == best
+    assert f"evoteam/{run}/round-01" in found["round"] and "★" in found["best"] and "PASSED" in found["best"]
+    assert found["diffTitle"].startswith(f"{KERNEL}: base ↔ r01-")
+    original, modified = found["diffSides"]  # the lines the diff editor shows of each side (from the top)
+    old, new = before.splitlines(), best.splitlines()
+    first = next(i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b)
+    assert old[first].split() in [line.split() for line in original.splitlines()]
+    assert new[first].split() in [line.split() for line in modified.splitlines()]
+    assert new[first].split() not in [line.split() for line in original.splitlines()]
+    assert found["action"].startswith("Accept winning kernel (") and "round 1)" in found["action"]
+    assert found["lens"].startswith("best: ") and "round 1" in found["lens"]
+    assert "evoteam round " in found["status"] and "/200,000 tokens" in found["status"]
+    assert found["external"] == []
+    names = sorted(p.name for p in shots.glob("*.png"))
+    assert names == [
+        "1-kernel-open.png",
+        "2-run-started.png",
+        "3-tree-round.png",
+        "4-candidate-diff.png",
+        "5-code-action.png",
+        "6-accepted-and-saved.png",
+    ]

@@ -1,0 +1,136 @@
+// The evoteam extension end to end in a real VS Code (code-server, headless chromium; see harness.mjs):
+// install the built .vsix, open a kernel repository, run "Evolve this kernel" with the offline team, wait for
+// the "Evolution runs" view to show a finished round and its candidates, open the best candidate's diff,
+// accept the winner through the code action, save, and print what happened as one JSON line on stdout.
+//
+//   node vscode-extension/e2e/evolve.mjs --folder REPO --vsix evoteam.vsix --python PY --kernel FILE --out DIR
+//
+// REPO is a git repository with an evoteam.toml; FILE is a kernel source of it (relative); PY is a Python with
+// evoteam installed. Screenshots (numbered by step) and code-server.log go to DIR. Exit 0 when every step
+// passed; 1 with the failing step, a failure.png and the log otherwise.
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startSession } from './harness.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    folder: { type: 'string' }, vsix: { type: 'string' }, python: { type: 'string' },
+    kernel: { type: 'string' }, out: { type: 'string' }, keep: { type: 'boolean', default: false },
+  },
+});
+for (const name of ['folder', 'vsix', 'python', 'kernel', 'out']) {
+  if (!args[name]) {
+    console.error(`evolve.mjs: --${name} is required`);
+    process.exit(2);
+  }
+}
+const RUN_TIMEOUT = 240_000;
+const started = Date.now();
+const step = (what) => console.error(`e2e: ${what} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+
+const settings = {
+  'evoteam.python': args.python,
+  'evoteam.llm': 'offline',
+  'evoteam.team': 'evolving',
+  'evoteam.budget': 200000,
+  'evoteam.runner': 'local',
+  'evoteam.rounds': 1,
+  'evoteam.evaluations': 2,
+  'editor.codeLens': true,
+  'editor.inlayHints.enabled': 'on',
+};
+
+async function main() {
+  const kernel = args.kernel;
+  const name = path.basename(kernel);
+  const before = fs.readFileSync(path.join(args.folder, kernel), 'utf8');
+  const vs = await startSession({ folder: args.folder, vsix: args.vsix, settings, outDir: args.out });
+  const { page } = vs;
+  const found = {};
+  let failed = null;
+  try {
+    step('workbench ready');
+    await vs.openFile(kernel);
+    // The server is up and knows the task: its code lens offers to evolve the kernel (no run yet).
+    await page.locator('.codelens-decoration a', { hasText: 'Evolve this kernel' }).first().waitFor({ timeout: 60_000 });
+    await vs.screenshot('1-kernel-open');
+    step('kernel open, code lens shown');
+
+    await vs.runCommand('evoteam: Evolve this kernel');
+    const toast = await vs.waitForNotification(/evoteam: started run /, { timeoutMs: 120_000 });
+    found.run = /started run (\S+)/.exec(await toast.innerText())[1];
+    // The status bar item for the live run (fed by evoteam/runUpdated).
+    const status = page.locator('.statusbar-item', { hasText: 'evoteam round' }).first();
+    await status.waitFor({ timeout: 30_000 });
+    found.status = (await status.innerText()).trim();
+    await vs.screenshot('2-run-started');
+    step(`run ${found.run} started`);
+
+    await vs.runCommand('evoteam: Focus on Evolution runs View');
+    const tree = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Evolution runs' }) });
+    const runRow = tree.locator('.monaco-list-row', { hasText: found.run }).first();
+    await runRow.waitFor({ timeout: 60_000 });
+    // The run finishes in the background; its row's description says so (evoteam/runUpdated).
+    await tree.locator('.monaco-list-row', { hasText: found.run }).filter({ hasText: '· rounds ·' })
+      .first().waitFor({ timeout: RUN_TIMEOUT });
+    step('run finished (tree updated live)');
+    await runRow.click();
+    const roundRow = tree.locator('.monaco-list-row', { hasText: 'round 1' }).first();
+    await roundRow.waitFor({ timeout: 30_000 });
+    found.round = (await roundRow.innerText()).replace(/\s+/g, ' ').trim();
+    await roundRow.click();
+    const bestRow = tree.locator('.monaco-list-row', { hasText: '★' }).first();
+    await bestRow.waitFor({ timeout: 30_000 });
+    found.best = (await bestRow.innerText()).replace(/\s+/g, ' ').trim();
+    await vs.screenshot('3-tree-round');
+    step(`tree: ${found.round} | ${found.best}`);
+
+    await bestRow.click();
+    const diffTab = page.locator('.tabs-container .tab.active', { hasText: 'base ↔' });
+    await diffTab.waitFor({ timeout: 30_000 });
+    await page.locator('.monaco-diff-editor').first().waitFor({ timeout: 30_000 });
+    found.diffTitle = (await diffTab.innerText()).trim();
+    // The diff is computed once both sides have loaded (git show through the extension's content provider).
+    await page.locator('.monaco-diff-editor :is(.line-insert, .char-insert)').first().waitFor({ timeout: 30_000 });
+    const sides = await page.locator('.monaco-diff-editor .view-lines').allInnerTexts();
+    found.diffSides = sides.map((text) => text.replace(/\u00a0/g, ' '));
+    await vs.screenshot('4-candidate-diff');
+    step(`diff open: ${found.diffTitle}`);
+
+    await vs.openFile(kernel);
+    await page.locator('.codelens-decoration a', { hasText: /^best: / }).first().waitFor({ timeout: 30_000 });
+    found.lens = (await page.locator('.codelens-decoration a', { hasText: /^best: / }).first().innerText()).trim();
+    await page.locator('.editor-group-container.active .view-lines').first().click();
+    await page.keyboard.press('Control+Home');
+    await page.keyboard.press('Control+.');
+    const action = page.locator('.action-widget .monaco-list-row', { hasText: 'Accept winning kernel' }).first();
+    await action.waitFor({ timeout: 30_000 });
+    found.action = (await action.innerText()).trim();
+    await vs.screenshot('5-code-action');
+    await page.keyboard.press('Enter'); // the row is focused ("Enter to Apply"); a click hits the pointer block
+    await page.locator('.tabs-container .tab.active.dirty', { hasText: name }).waitFor({ timeout: 30_000 });
+    step(`code action applied: ${found.action}`);
+    await page.keyboard.press('Control+S');
+    await page.locator('.tabs-container .tab.active.dirty', { hasText: name }).waitFor({ state: 'detached', timeout: 30_000 });
+    await vs.screenshot('6-accepted-and-saved');
+    found.changed = fs.readFileSync(path.join(args.folder, kernel), 'utf8') !== before;
+    step(`saved; the file ${found.changed ? 'changed' : 'did NOT change'}`);
+    found.external = vs.externalRequests();
+  } catch (error) {
+    failed = error;
+    await vs.screenshot('failure').catch(() => {});
+  } finally {
+    await vs.stop({ keep: args.keep || failed !== null }).catch((error) => {
+      failed = failed ?? error;
+    });
+  }
+  if (failed) {
+    console.error(`e2e: FAILED: ${failed.stack || failed}`);
+    console.log(JSON.stringify({ ok: false, ...found, error: String(failed) }));
+    process.exit(1);
+  }
+  console.log(JSON.stringify({ ok: true, ...found, seconds: (Date.now() - started) / 1000 }));
+}
+
+await main();

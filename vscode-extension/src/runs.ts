@@ -1,0 +1,113 @@
+// The runs as the server reports them (evoteam.runs, evoteam/runUpdated, evoteam.rounds) and the labels the tree
+// view and the status bar show for them: pure logic, no vscode import.
+
+export interface RunSummary {
+  run: string;
+  kernel: string;
+  mode: string;
+  llm: string;
+  live: boolean;
+  finished: string | null;
+  round: number;
+  rounds: number;
+  roundsFinished: number;
+  team: string[];
+  protocol: string | null;
+  best: string | null;
+  bestSpeedup: number | null;
+  tokens: number;
+  budget: number;
+  candidates: number;
+}
+
+export interface CandidateInfo {
+  id: string;
+  role: string | null;
+  agent: string | null;
+  status: string | null;
+  speedup: number | null;
+  faster: number | null;
+  total: number | null;
+  sha: string;
+  best: boolean;
+}
+
+export interface RoundInfo {
+  round: number;
+  branch: string;
+  finished: boolean;
+  roles: string[];
+  tokens: number | null;
+  candidates: CandidateInfo[];
+}
+
+export interface RoundsAnswer {
+  run: string;
+  base: { branch: string; sha: string | null };
+  best: { branch: string; sha: string | null; candidate: string | null; speedup: number | null };
+  rounds: RoundInfo[];
+}
+
+/** ``runs`` with ``update`` in place of the run of the same id (or added at the end: runs are oldest first). */
+export function upsertRun(runs: RunSummary[], update: RunSummary): RunSummary[] {
+  const at = runs.findIndex((r) => r.run === update.run);
+  if (at < 0) {
+    return [...runs, update];
+  }
+  const copy = runs.slice();
+  copy[at] = update;
+  return copy;
+}
+
+export function speed(value: number | null | undefined): string {
+  return value === null || value === undefined ? "–" : `${value.toFixed(2)}x`;
+}
+
+export function tokens(used: number, budget: number): string {
+  return `${used.toLocaleString("en-US")}/${budget.toLocaleString("en-US")} tokens`;
+}
+
+/** The tree's line for a run: its id, then kernel, mode, progress and best. */
+export function runDescription(run: RunSummary): string {
+  const state = run.live ? `round ${run.round}/${run.rounds}` : (run.finished ?? "stopped");
+  return `${run.kernel} · ${run.mode} · ${state} · best ${speed(run.bestSpeedup)}`;
+}
+
+export function roundBest(round: RoundInfo): number | null {
+  const passed = round.candidates.map((c) => c.speedup).filter((s): s is number => s !== null && s !== undefined);
+  return passed.length ? Math.max(...passed) : null;
+}
+
+/** The tree's line for a round: its branch, best speedup and team. */
+export function roundDescription(round: RoundInfo): string {
+  const team = round.roles.length ? round.roles.join(", ") : "team not recorded";
+  return `${round.branch} · best ${speed(roundBest(round))} · ${team}${round.finished ? "" : " · running"}`;
+}
+
+/** The tree's label and line for a candidate: role, status, speedup (a star on the run's best). */
+export function candidateLabel(candidate: CandidateInfo): { label: string; description: string } {
+  const faster = candidate.faster !== null && candidate.total !== null ? ` · ${candidate.faster}/${candidate.total} faster` : "";
+  return {
+    label: `${candidate.best ? "★ " : ""}${candidate.role ?? "candidate"}`,
+    description: `${candidate.status ?? "?"} · ${speed(candidate.speedup)}${faster}`,
+  };
+}
+
+/** The status bar text for the live runs (the newest first), or null when none is live. */
+export function statusText(runs: RunSummary[]): string | null {
+  const live = runs.filter((r) => r.live);
+  if (!live.length) {
+    return null;
+  }
+  const run = live[live.length - 1];
+  const more = live.length > 1 ? ` (+${live.length - 1})` : "";
+  return `$(sync~spin) evoteam round ${run.round}/${run.rounds} · best ${speed(run.bestSpeedup)} · ${tokens(run.tokens, run.budget)}${more}`;
+}
+
+/** Where "check out branch in a new worktree" puts a branch: beside the repository, named after both. */
+export function worktreeDir(root: string, branch: string): string {
+  const trimmed = root.replace(/\/+$/, "");
+  const parent = trimmed.slice(0, trimmed.lastIndexOf("/")) || "/";
+  const name = trimmed.slice(trimmed.lastIndexOf("/") + 1);
+  return `${parent === "/" ? "" : parent}/${name}-${branch.replace(/[^A-Za-z0-9._-]+/g, "-")}`;
+}

@@ -1,0 +1,108 @@
+// The "Evolution runs" tree view: runs (newest first) → rounds (branch, best speedup, team) → candidates (role,
+// status, speedup). Runs come from evoteam.runs and evoteam/runUpdated; a run's rounds from evoteam.rounds.
+
+import * as vscode from "vscode";
+import {
+  CandidateInfo,
+  RoundInfo,
+  RoundsAnswer,
+  RunSummary,
+  candidateLabel,
+  roundDescription,
+  runDescription,
+  upsertRun,
+} from "./runs";
+
+export type Node =
+  | { kind: "run"; run: RunSummary }
+  | { kind: "round"; run: string; round: RoundInfo; base: string | null }
+  | { kind: "candidate"; run: string; round: RoundInfo; candidate: CandidateInfo; base: string | null };
+
+export type Ask = <T>(command: string, ...args: unknown[]) => Promise<T>;
+
+export class RunsTree implements vscode.TreeDataProvider<Node> {
+  private runs: RunSummary[] = [];
+  private readonly rounds = new Map<string, Promise<RoundsAnswer>>();
+  private readonly changed = new vscode.EventEmitter<Node | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+
+  constructor(private readonly ask: Ask) {}
+
+  all(): RunSummary[] {
+    return this.runs;
+  }
+
+  /** Replaces every run (after evoteam.runs). */
+  reset(runs: RunSummary[]): void {
+    this.runs = runs;
+    this.rounds.clear();
+    this.changed.fire(undefined);
+  }
+
+  /** One run changed (evoteam/runUpdated): its rounds are read again when shown. */
+  update(run: RunSummary): void {
+    this.runs = upsertRun(this.runs, run);
+    this.rounds.delete(run.run);
+    this.changed.fire(undefined);
+  }
+
+  getTreeItem(node: Node): vscode.TreeItem {
+    if (node.kind === "run") {
+      const item = new vscode.TreeItem(node.run.run, vscode.TreeItemCollapsibleState.Collapsed);
+      item.description = runDescription(node.run);
+      item.contextValue = node.run.live ? "run-live" : "run";
+      item.iconPath = new vscode.ThemeIcon(node.run.live ? "sync~spin" : node.run.best ? "pass" : "circle-outline");
+      item.tooltip = `${node.run.team.join(", ")} (${node.run.protocol ?? "?"}) · ${node.run.candidates} candidates`;
+      item.id = `run:${node.run.run}`;
+      return item;
+    }
+    if (node.kind === "round") {
+      const item = new vscode.TreeItem(`round ${node.round.round}`, vscode.TreeItemCollapsibleState.Collapsed);
+      item.description = roundDescription(node.round);
+      item.contextValue = "round";
+      item.id = `round:${node.run}:${node.round.round}`;
+      return item;
+    }
+    const { label, description } = candidateLabel(node.candidate);
+    const item = new vscode.TreeItem(label, vscode.TreeItemCollapsibleState.None);
+    item.description = description;
+    item.tooltip = `${node.candidate.id} (${node.candidate.agent ?? "?"}) · ${node.candidate.sha.slice(0, 12)}`;
+    item.contextValue = "candidate";
+    item.id = `candidate:${node.run}:${node.candidate.id}`;
+    item.command = { command: "evoteam.openCandidateDiff", title: "Open diff", arguments: [node] };
+    return item;
+  }
+
+  async getChildren(node?: Node): Promise<Node[]> {
+    if (node === undefined) {
+      return this.runs
+        .slice()
+        .reverse()
+        .map((run) => ({ kind: "run", run }));
+    }
+    if (node.kind === "run") {
+      const answer = await this.roundsOf(node.run.run);
+      return answer.rounds.map((round) => ({ kind: "round", run: node.run.run, round, base: answer.base.sha }));
+    }
+    if (node.kind === "round") {
+      return node.round.candidates.map((candidate) => ({
+        kind: "candidate",
+        run: node.run,
+        round: node.round,
+        candidate,
+        base: node.base,
+      }));
+    }
+    return [];
+  }
+
+  private roundsOf(run: string): Promise<RoundsAnswer> {
+    let found = this.rounds.get(run);
+    if (found === undefined) {
+      found = this.ask<RoundsAnswer>("evoteam.rounds", run);
+      found.catch(() => this.rounds.delete(run));
+      this.rounds.set(run, found);
+    }
+    return found;
+  }
+}
