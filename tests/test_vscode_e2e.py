@@ -1,8 +1,9 @@
 """The VS Code extension end to end in a real VS Code (code-server on 127.0.0.1, headless Debian chromium driven
 by playwright-core; ``vscode-extension/e2e/evolve.mjs``): the built .vsix installed, the example RMSNorm repository
 opened, "Evolve this kernel" with the offline team, a finished round and its candidates in the "Evolution runs"
-view, the best candidate's diff, the winner accepted through the code action and saved. The file on disk must
-then be the run's best commit, and chromium must not have left loopback.
+view, the best candidate's diff, the winner accepted through the code action and saved (the file on disk must
+then be the run's best commit); the report in a webview; the candidate's branch copied and checked out in a
+worktree from its context menu; a second run cancelled from the palette. Chromium must not have left loopback.
 
 Needs ``scripts/extension`` (the .vsix) and ``scripts/vscode-e2e-setup`` (code-server, chromium,
 playwright-core); skips without them unless ``EVOTEAM_E2E_REQUIRED=1`` (CI), where their absence fails.
@@ -60,12 +61,16 @@ def workspace(tmp_path: Path) -> Path:
     return folder
 
 
-def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: Path) -> None:
+def require_vs_code() -> None:
     absent = missing()
     if absent is not None:
         if os.environ.get("EVOTEAM_E2E_REQUIRED") == "1":
             pytest.fail(f"the VS Code end-to-end test needs {absent}")
         pytest.skip(f"needs {absent}")
+
+
+def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: Path) -> None:
+    require_vs_code()
     shots = tmp_path / "screenshots"
     before = (workspace / KERNEL).read_text()
     command = ["node", str(EXTENSION / "e2e" / "evolve.mjs"), "--folder", str(workspace), "--vsix", str(VSIX)]
@@ -94,6 +99,16 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
     assert found["lens"].startswith("best: ") and "round 1" in found["lens"]
     assert "evoteam round " in found["status"] and "/200,000 tokens" in found["status"]
     assert found["external"] == []
+    assert [(i["src"], i["loaded"]) for i in found["reportImages"]] == [
+        (f"{plot}.png", True) for plot in ("speedup", "workloads", "timeline", "tokens")
+    ]
+    assert found["copied"] == found["clipboard"] == f"evoteam/{run}/round-01"
+    worktree = Path(found["worktree"])
+    assert worktree.parent == workspace.parent and (worktree / KERNEL).is_file()
+    assert git(worktree, "rev-parse", "--abbrev-ref", "HEAD").strip() == f"evoteam/{run}/round-01"
+    cancelled = found["cancelledRun"]
+    journal = (workspace / ".evoteam" / "runs" / cancelled / "journal.jsonl").read_text()
+    assert '"reason":"cancelled"' in journal
     names = sorted(p.name for p in shots.glob("*.png"))
     assert names == [
         "1-kernel-open.png",
@@ -102,4 +117,26 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
         "4-candidate-diff.png",
         "5-code-action.png",
         "6-accepted-and-saved.png",
+        "7-report.png",
+        "8-worktree.png",
+        "9-cancelled.png",
     ]
+
+
+@pytest.mark.parametrize("case", ["no interpreter", "no evoteam package"])
+def test_a_server_that_cannot_start_says_why_and_shows_the_log(workspace: Path, tmp_path: Path, case: str) -> None:
+    require_vs_code()
+    if case == "no interpreter":
+        python, expect = tmp_path / "nowhere" / "python", "no Python interpreter at"
+    else:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+        python, expect = tmp_path / "bare" / "bin" / "python", "the evoteam package is not installed for"
+    shots = tmp_path / "screenshots"
+    command = ["node", str(EXTENSION / "e2e" / "startup.mjs"), "--folder", str(workspace), "--vsix", str(VSIX)]
+    command += ["--python", str(python), "--kernel", KERNEL, "--expect", expect, "--out", str(shots)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=REPO)
+    print(f"screenshots: {shots}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 0 and found["ok"], found.get("error") or done.stderr[-2000:]
+    assert found["message"].startswith(f"evoteam: {expect} {python} (from the evoteam.python setting)")
+    assert found["buttons"] == ["Show log", "Open settings"] and found["logShown"] and found["external"] == []

@@ -1,7 +1,9 @@
 // The evoteam extension end to end in a real VS Code (code-server, headless chromium; see harness.mjs):
 // install the built .vsix, open a kernel repository, run "Evolve this kernel" with the offline team, wait for
 // the "Evolution runs" view to show a finished round and its candidates, open the best candidate's diff,
-// accept the winner through the code action, save, and print what happened as one JSON line on stdout.
+// accept the winner through the code action, save; show the report, copy the candidate's branch and check it
+// out in a worktree from its context menu; start a second run and cancel it. What happened is printed as one
+// JSON line on stdout.
 //
 //   node vscode-extension/e2e/evolve.mjs --folder REPO --vsix evoteam.vsix --python PY --kernel FILE --out DIR
 //
@@ -40,6 +42,16 @@ const settings = {
   'editor.codeLens': true,
   'editor.inlayHints.enabled': 'on',
 };
+
+/** Picks ``label`` in ``row``'s context menu (hovered, then Enter: a plain click does not reach the item). */
+async function contextMenu(row, label) {
+  await row.click({ button: 'right' });
+  const item = row.page().locator('.monaco-menu .action-menu-item', { hasText: label }).first();
+  await item.hover();
+  await item.locator('.action-label').waitFor();
+  await row.page().keyboard.press('Enter');
+  await item.waitFor({ state: 'detached', timeout: 10_000 });
+}
 
 async function main() {
   const kernel = args.kernel;
@@ -116,6 +128,42 @@ async function main() {
     await vs.screenshot('6-accepted-and-saved');
     found.changed = fs.readFileSync(path.join(args.folder, kernel), 'utf8') !== before;
     step(`saved; the file ${found.changed ? 'changed' : 'did NOT change'}`);
+
+    // The run's report in a webview ("evoteam: Show report"; one run, so no question which).
+    await vs.runCommand('evoteam: Show report');
+    await page.locator('.tabs-container .tab.active', { hasText: `evoteam report: ${found.run}` }).waitFor({ timeout: 120_000 });
+    const report = page.frameLocator('iframe.webview').frameLocator('iframe#active-frame');
+    await report.locator('img[src*="speedup.png"]').first().waitFor({ timeout: 30_000 });
+    found.reportImages = await report.locator('img').evaluateAll((images) =>
+      images.map((image) => ({ src: image.getAttribute('src').split('/').pop(), loaded: image.complete && image.naturalWidth > 0 })));
+    await vs.screenshot('7-report');
+    step(`report shown: ${found.reportImages.map((i) => i.src).join(', ')}`);
+
+    // The candidate's context menu: copy its round's branch, check the branch out in a new worktree.
+    await vs.browser.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: vs.server.url });
+    await vs.runCommand('evoteam: Focus on Evolution runs View');
+    await contextMenu(bestRow, 'Copy branch name');
+    const copied = await vs.waitForNotification(/evoteam: copied /);
+    found.copied = /copied (\S+)/.exec(await copied.innerText())[1];
+    found.clipboard = await page.evaluate(() => navigator.clipboard.readText());
+    await contextMenu(bestRow, 'Check out branch in a new worktree');
+    const checkedOut = await vs.waitForNotification(/ is checked out in /);
+    found.worktree = / is checked out in (\S+)/.exec(await checkedOut.innerText())[1];
+    await vs.screenshot('8-worktree');
+    step(`branch ${found.copied} copied and checked out in ${found.worktree}`);
+
+    // A second run, cancelled from the palette while it is live.
+    await vs.openFile(kernel);
+    await vs.runCommand('evoteam: Evolve this kernel');
+    const second = await vs.waitForNotification(new RegExp(`evoteam: started run (?!${found.run})`), { timeoutMs: 120_000 });
+    found.cancelledRun = /started run (\S+)/.exec(await second.innerText())[1];
+    await vs.runCommand('evoteam: Cancel run');
+    await vs.waitForNotification(`evoteam: cancel requested for ${found.cancelledRun}`);
+    await vs.runCommand('evoteam: Focus on Evolution runs View');
+    await tree.locator('.monaco-list-row', { hasText: found.cancelledRun }).filter({ hasText: '· cancelled ·' })
+      .first().waitFor({ timeout: RUN_TIMEOUT });
+    await vs.screenshot('9-cancelled');
+    step(`run ${found.cancelledRun} cancelled`);
     found.external = vs.externalRequests();
   } catch (error) {
     failed = error;

@@ -192,7 +192,8 @@ const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
  * Launches Debian's chromium headless via playwright-core, with DNS mapped to nothing except 127.0.0.1.
  * options: root (folder for the browser profile; default a temp dir), viewport, env.
  * Returns { context, page, requests, externalRequests(), close() }; requests lists every request URL
- * (and websocket), externalRequests() the ones not to a loopback host.
+ * (and websocket), externalRequests() the ones not to a loopback host (nor answered by the workbench's service
+ * worker, as webview resources on *.vscode-resource.vscode-cdn.net are: they never leave the browser).
  */
 export async function launchBrowser(options = {}) {
   const where = locate();
@@ -209,9 +210,11 @@ export async function launchBrowser(options = {}) {
       '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1'],
   });
   const requests = [];
+  const served = new Set(); // answered by the workbench's own service worker (webview resources): never sent
   const record = (url) => requests.push(url);
   const watch = (page) => {
     page.on('request', (req) => record(req.url()));
+    page.on('response', (res) => { if (res.fromServiceWorker()) served.add(res.url()); });
     page.on('websocket', (ws) => record(ws.url()));
   };
   context.pages().forEach(watch);
@@ -221,7 +224,7 @@ export async function launchBrowser(options = {}) {
     let u;
     try { u = new URL(url); } catch { return true; }
     if (!['http:', 'https:', 'ws:', 'wss:'].includes(u.protocol)) return false; // data:, blob:, … stay local
-    return !LOOPBACK.has(u.hostname);
+    return !LOOPBACK.has(u.hostname) && !served.has(url);
   };
   const page = context.pages()[0] || await context.newPage();
   return {
