@@ -3,7 +3,8 @@ by playwright-core; ``vscode-extension/e2e/evolve.mjs``): the built .vsix instal
 opened, "Evolve this kernel" with the offline team, a finished round and its candidates in the "Evolution runs"
 view, the best candidate's diff, the winner accepted through the code action and saved (the file on disk must
 then be the run's best commit); the report in a webview; the candidate's branch copied and checked out in a
-worktree from its context menu; a second run cancelled from the palette. Chromium must not have left loopback.
+worktree from its context menu; a second run cancelled from the palette; the other candidate accepted from its
+context menu. Chromium must not have left loopback.
 
 Needs ``scripts/extension`` (the .vsix) and ``scripts/vscode-e2e-setup`` (code-server, chromium,
 playwright-core); skips without them unless ``EVOTEAM_E2E_REQUIRED=1`` (CI), where their absence fails.
@@ -109,7 +110,9 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
     cancelled = found["cancelledRun"]
     journal = (workspace / ".evoteam" / "runs" / cancelled / "journal.jsonl").read_text()
     assert '"reason":"cancelled"' in journal
-    names = sorted(p.name for p in shots.glob("*.png"))
+    other = found["acceptedOther"]
+    assert other.startswith("evoteam: accepted r01-") and "into kernels/rmsnorm_tuned.cpp (unsaved" in other
+    names = sorted((p.name for p in shots.glob("*.png")), key=lambda name: int(name.split("-")[0]))
     assert names == [
         "1-kernel-open.png",
         "2-run-started.png",
@@ -120,6 +123,7 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
         "7-report.png",
         "8-worktree.png",
         "9-cancelled.png",
+        "10-other-accepted.png",
     ]
 
 

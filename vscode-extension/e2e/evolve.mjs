@@ -2,8 +2,8 @@
 // install the built .vsix, open a kernel repository, run "Evolve this kernel" with the offline team, wait for
 // the "Evolution runs" view to show a finished round and its candidates, open the best candidate's diff,
 // accept the winner through the code action, save; show the report, copy the candidate's branch and check it
-// out in a worktree from its context menu; start a second run and cancel it. What happened is printed as one
-// JSON line on stdout.
+// out in a worktree from its context menu; start a second run and cancel it; accept the other candidate from
+// its context menu. What happened is printed as one JSON line on stdout.
 //
 //   node vscode-extension/e2e/evolve.mjs --folder REPO --vsix evoteam.vsix --python PY --kernel FILE --out DIR
 //
@@ -164,6 +164,16 @@ async function main() {
       .first().waitFor({ timeout: RUN_TIMEOUT });
     await vs.screenshot('9-cancelled');
     step(`run ${found.cancelledRun} cancelled`);
+
+    // The other candidate of round 1, accepted from its context menu (into the editor, unsaved).
+    const otherRow = tree.locator('.monaco-list-row', { hasText: 'PASSED', hasNotText: '★' }).first();
+    await otherRow.waitFor({ timeout: 30_000 });
+    await contextMenu(otherRow, 'Accept this candidate');
+    const accepted = await vs.waitForNotification(/evoteam: accepted /);
+    found.acceptedOther = (await accepted.innerText()).replace(/\s+/g, ' ').trim();
+    await page.locator('.tabs-container .tab.dirty', { hasText: name }).waitFor({ timeout: 30_000 });
+    await vs.screenshot('10-other-accepted');
+    step(found.acceptedOther);
     found.external = vs.externalRequests();
   } catch (error) {
     failed = error;
