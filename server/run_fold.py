@@ -43,20 +43,29 @@ class RunFold:
         journal that shrank or was rewritten is folded again from its start. A torn last line (its writer not
         done) is left for the next update."""
         with self.path.open("rb") as handle:
-            if self._offset and not self._continues(handle):
-                self._reset()
-            handle.seek(self._offset)
-            events: list[tuple[int, Event]] = []
-            offset, lines, tail = self._offset, self._lines, self._tail
-            for line in handle:
-                if line.strip():
-                    try:
-                        events.append((offset, _lean(line)))
-                    except (ValueError, ValidationError) as exc:
-                        if not line.endswith(b"\n"):
-                            break
-                        raise JournalError(f"{self.path}:{lines + 1}: not a journal event: {exc}") from None
-                offset, lines, tail = offset + len(line), lines + 1, (tail + line)[-_TAIL:]
+            rewritten = self._offset > 0 and not self._continues(handle)
+            if not rewritten:
+                return self._read_on(handle)
+        fresh = RunFold(self.path)
+        fresh.update()  # raises before anything of this fold changes
+        self.state, self.evaluated_at = fresh.state, fresh.evaluated_at
+        self._offset, self._lines, self._tail = fresh._offset, fresh._lines, fresh._tail
+        return True
+
+    def _read_on(self, handle: Any) -> bool:
+        """Folds what follows the offset in the open journal ``handle``."""
+        handle.seek(self._offset)
+        events: list[tuple[int, Event]] = []
+        offset, lines, tail = self._offset, self._lines, self._tail
+        for line in handle:
+            if line.strip():
+                try:
+                    events.append((offset, _lean(line)))
+                except (ValueError, ValidationError) as exc:
+                    if not line.endswith(b"\n"):
+                        break
+                    raise JournalError(f"{self.path}:{lines + 1}: not a journal event: {exc}") from None
+            offset, lines, tail = offset + len(line), lines + 1, (tail + line)[-_TAIL:]
         state, evaluated = _thaw(self.state), {}
         try:
             for at, event in events:

@@ -82,6 +82,11 @@ def test_a_rewritten_or_shortened_journal_is_folded_again_from_its_start(journal
     assert source.state.candidates == {} and source.state.config is not None
     journal.write_bytes(b"".join(kept).replace(b'"base"', b'"other"'))
     assert source.update() is True and source.state.base is None
+    good = source.state
+    journal.write_bytes(b'{"seq": 0, "kind": ""}\n' + b"".join(kept))  # rewritten, and not a journal
+    with pytest.raises(JournalError):
+        source.update()
+    assert source.state is good
 
 
 @pytest.mark.parametrize(
