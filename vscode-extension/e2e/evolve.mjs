@@ -72,8 +72,8 @@ async function main() {
     await vs.runCommand('evoteam: Evolve this kernel');
     const toast = await vs.waitForNotification(/evoteam: started run /, { timeoutMs: 120_000 });
     found.run = /started run (\S+)/.exec(await toast.innerText())[1];
-    // The status bar item for the live run (fed by evoteam/runUpdated).
-    const status = page.locator('.statusbar-item', { hasText: 'evoteam round' }).first();
+    // The status bar item for the live run (the server's $/progress messages, else evoteam/runUpdated).
+    const status = page.locator('.statusbar-item', { hasText: /evoteam: (round|starting) / }).first();
     await status.waitFor({ timeout: 30_000 });
     found.status = (await status.innerText()).trim();
     await vs.screenshot('2-run-started');

@@ -9,13 +9,15 @@ import { GitContent, SCHEME, gitUri } from "./gitContent";
 import { Interpreter, PROBE, chooseInterpreter, explainProbe, serverArgs } from "./interpreter";
 import { Asked, BUDGETS, TEAMS, checkRunner, parseBudget, unconfigured } from "./options";
 import { showReport } from "./report";
-import { RunSummary, speed, statusText, worktreeDir } from "./runs";
+import { RunSummary, progressRun, speed, statusText, worktreeDir } from "./runs";
 import { Node, RunsTree } from "./runsTree";
 
 const KERNEL_LANGUAGES = ["cpp", "cuda-cpp", "c", "python"];
 
 let client: LanguageClient | undefined;
 let output: vscode.OutputChannel;
+/** The latest `$/progress` message of each live run (the status bar shows it). */
+const progress = new Map<string, string>();
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("evoteam");
@@ -24,7 +26,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   status.command = "evoteamRuns.focus";
   status.name = "evoteam runs";
   const showStatus = (): void => {
-    const text = statusText(tree.all());
+    const text = statusText(tree.all(), progress);
     if (text === null) {
       status.hide();
     } else {
@@ -124,6 +126,21 @@ async function start(tree: RunsTree, showStatus: () => void): Promise<void> {
     documentSelector: KERNEL_LANGUAGES.map((language) => ({ scheme: "file", language })),
     outputChannel: output,
     synchronize: { configurationSection: "evoteam" },
+    middleware: {
+      // The client shows the server's progress itself; the status bar takes its messages too.
+      handleWorkDoneProgress: (token, params, next) => {
+        const run = progressRun(token);
+        if (run !== null) {
+          if (params.kind === "end") {
+            progress.delete(run);
+          } else if (params.message) {
+            progress.set(run, params.message);
+          }
+          showStatus();
+        }
+        next(token, params);
+      },
+    },
   };
   const started = new LanguageClient("evoteam", "evoteam", serverOptions, clientOptions);
   started.onNotification("evoteam/runUpdated", (run: RunSummary) => {

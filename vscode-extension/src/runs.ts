@@ -93,15 +93,26 @@ export function candidateLabel(candidate: CandidateInfo): { label: string; descr
   };
 }
 
-/** The status bar text for the live runs (the newest first), or null when none is live. */
-export function statusText(runs: RunSummary[]): string | null {
+/** The run a `$/progress` token of the server belongs to (`evoteam/run/RUN`), or null. */
+export function progressRun(token: string | number): string | null {
+  const match = /^evoteam\/run\/(.+)$/.exec(String(token));
+  return match ? match[1] : null;
+}
+
+/**
+ * The status bar text for the live runs (the newest first), or null when none is live: the server's latest
+ * `$/progress` message for the run when there is one (`round 2/3 · Optimizer · best 1.34x · 12,345/200,000
+ * tokens`), else the same built from its `evoteam/runUpdated` summary.
+ */
+export function statusText(runs: RunSummary[], progress: ReadonlyMap<string, string> = new Map()): string | null {
   const live = runs.filter((r) => r.live);
   if (!live.length) {
     return null;
   }
   const run = live[live.length - 1];
   const more = live.length > 1 ? ` (+${live.length - 1})` : "";
-  return `$(sync~spin) evoteam round ${run.round}/${run.rounds} · best ${speed(run.bestSpeedup)} · ${tokens(run.tokens, run.budget)}${more}`;
+  const shown = progress.get(run.run) ?? `round ${run.round}/${run.rounds} · best ${speed(run.bestSpeedup)} · ${tokens(run.tokens, run.budget)}`;
+  return `$(sync~spin) evoteam: ${shown}${more}`;
 }
 
 /** Where "check out branch in a new worktree" puts a branch: beside the repository, named after both. */

@@ -1,7 +1,18 @@
 // The runs' labels in the tree and the status bar, updates by run id, and where a worktree goes.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { CandidateInfo, RoundInfo, RunSummary, candidateLabel, roundDescription, runDescription, statusText, upsertRun, worktreeDir } from "../src/runs";
+import {
+  CandidateInfo,
+  RoundInfo,
+  RunSummary,
+  candidateLabel,
+  progressRun,
+  roundDescription,
+  runDescription,
+  statusText,
+  upsertRun,
+  worktreeDir,
+} from "../src/runs";
 
 function summary(run: string, changes: Partial<RunSummary> = {}): RunSummary {
   return {
@@ -61,7 +72,16 @@ test("the status bar shows the newest live run, with a count of the others, and 
   assert.equal(statusText([summary("a")]), null);
   const live = { live: true, finished: null, round: 2 };
   const text = statusText([summary("a", live), summary("b", { ...live, round: 1, bestSpeedup: 2 })]);
-  assert.equal(text, "$(sync~spin) evoteam round 1/3 · best 2.00x · 12,345/200,000 tokens (+1)");
+  assert.equal(text, "$(sync~spin) evoteam: round 1/3 · best 2.00x · 12,345/200,000 tokens (+1)");
+});
+
+test("the server's progress message for the run wins over the summary, and its token names the run", () => {
+  const live = summary("b", { live: true, finished: null });
+  const progress = new Map([["b", "round 3/3 · Optimizer · best 1.35x · 900/200,000 tokens"], ["a", "other"]]);
+  assert.equal(statusText([live], progress), "$(sync~spin) evoteam: round 3/3 · Optimizer · best 1.35x · 900/200,000 tokens");
+  assert.equal(progressRun("evoteam/run/scale_add-20261203-120000-ab12"), "scale_add-20261203-120000-ab12");
+  assert.equal(progressRun("other/token"), null);
+  assert.equal(progressRun(7), null);
 });
 
 test("a worktree goes beside the repository, named after it and the branch", () => {
