@@ -5,7 +5,7 @@ import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions } from "vscode-languageclient/node";
-import { GitContent, SCHEME, gitUri } from "./gitContent";
+import { GitContent, SCHEME, git, gitUri } from "./gitContent";
 import { Interpreter, PROBE, chooseInterpreter, explainProbe, serverArgs } from "./interpreter";
 import { Asked, BUDGETS, TEAMS, checkRunner, parseBudget, unconfigured } from "./options";
 import { showReport } from "./report";
@@ -357,10 +357,4 @@ async function checkoutWorktree(branch: string): Promise<void> {
   if (pick) {
     await vscode.commands.executeCommand("vscode.openFolder", vscode.Uri.file(dir), { forceNewWindow: true });
   }
-}
-
-function git(args: string[], cwd: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile("git", args, { cwd }, (error, out, err) => (error ? reject(new Error(`git ${args[0]}: ${err.trim() || error.message}`)) : resolve(out)));
-  });
 }

@@ -10,17 +10,18 @@ export function gitUri(root: string, sha: string, path: string): vscode.Uri {
   return vscode.Uri.from({ scheme: SCHEME, path: `/${path}`, query: root, fragment: sha });
 }
 
+/** `git ARGS` in `cwd`: its stdout, or an Error that names the git subcommand and says what git said. */
+export function git(args: string[], cwd: string, what = `git ${args[0]}`): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile("git", args, { cwd, maxBuffer: 64 << 20 }, (error, out, err) =>
+      error ? reject(new Error(`${what}: ${err.trim() || error.message}`)) : resolve(out),
+    );
+  });
+}
+
 export class GitContent implements vscode.TextDocumentContentProvider {
   provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
     const path = uri.path.replace(/^\//, "");
-    return new Promise((resolve, reject) => {
-      execFile("git", ["show", `${uri.fragment}:${path}`], { cwd: uri.query, maxBuffer: 64 << 20 }, (error, out, err) => {
-        if (error) {
-          reject(new Error(`git show ${uri.fragment.slice(0, 12)}:${path}: ${err.trim() || error.message}`));
-        } else {
-          resolve(out);
-        }
-      });
-    });
+    return git(["show", `${uri.fragment}:${path}`], uri.query, `git show ${uri.fragment.slice(0, 12)}:${path}`);
   }
 }
