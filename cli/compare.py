@@ -14,6 +14,8 @@ MODES = ("single", "fixed", "evolving")
 
 
 def add_parser(sub: Any) -> None:
+    from evoteam.cli.evolve import add_unsafe_flag
+
     p: argparse.ArgumentParser = sub.add_parser(
         "compare", help="run the single, fixed and evolving teams under the same budget and compare them"
     )
@@ -25,6 +27,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--runner", default="local")
     p.add_argument("--evaluations", type=int, default=6, help="offline tuner: evaluations per agent and round")
     p.add_argument("--seed", type=int, default=0)
+    add_unsafe_flag(p)
     p.set_defaults(run=run)
 
 
@@ -32,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from evoteam.cli.evolve import select_task, start
+    from evoteam.cli.evolve import sandbox_problem, select_task, start
     from evoteam.supervisor.git_store import GitStore
     from evoteam.supervisor.journal import Journal
     from evoteam.supervisor.state import RunConfig, fold, new_run_id, run_dir
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.budget < 0:
         print("evoteam: --rounds must be at least 1 and --budget not negative", file=sys.stderr)
         return 2
-    found = select_task(args.kernel, args.runner)
+    found = sandbox_problem(args.unsafe_no_sandbox) or select_task(args.kernel, args.runner)
     if isinstance(found, str):
         print(f"evoteam: {found}", file=sys.stderr)
         return 2
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             model=args.model,
             evaluations_per_agent=args.evaluations,
             seed=args.seed,
+            unsafe_no_sandbox=args.unsafe_no_sandbox,
         )
         code = start(config, task, detach=False)
         if code != 0:

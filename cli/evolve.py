@@ -33,10 +33,33 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--evaluations", type=int, default=6, help="offline tuner: evaluations per agent and round")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--detach", action="store_true", help="start the run in the background and print its id")
+    add_unsafe_flag(p)
     p.set_defaults(run=run_evolve)
     r: argparse.ArgumentParser = sub.add_parser("resume", help="continue a run that was stopped or killed")
     r.add_argument("run_id", metavar="RUN")
     r.set_defaults(run=run_resume)
+
+
+def add_unsafe_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run agent-generated code even where no sandbox (bubblewrap) is possible: it can then read your "
+        "files and use the network",
+    )
+
+
+def sandbox_problem(unsafe_no_sandbox: bool) -> str | None:
+    """Why agents cannot run here (no sandbox and no ``--unsafe-no-sandbox``), or None; warns when unsafe."""
+    from evoteam.gpu_bench.sandbox import SandboxUnavailable, agent_sandbox
+
+    try:
+        chosen = agent_sandbox(unsafe_no_sandbox)
+    except SandboxUnavailable as exc:
+        return str(exc)
+    if not chosen.isolated:
+        print("evoteam: warning: agent-generated code runs WITHOUT a sandbox (--unsafe-no-sandbox)", file=sys.stderr)
+    return None
 
 
 def _fail(message: str) -> int:
@@ -49,6 +72,9 @@ def run_evolve(args: argparse.Namespace) -> int:
 
     if args.rounds < 1 or args.budget < 0:
         return _fail("--rounds must be at least 1 and --budget not negative")
+    problem = sandbox_problem(args.unsafe_no_sandbox)
+    if problem is not None:
+        return _fail(problem)
     found = select_task(args.kernel, args.runner)
     if isinstance(found, str):
         return _fail(found)
@@ -66,6 +92,7 @@ def run_evolve(args: argparse.Namespace) -> int:
         target_speedup=args.target_speedup,
         evaluations_per_agent=args.evaluations,
         seed=args.seed,
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
     )
     return start(config, task, args.detach)
 
@@ -152,6 +179,9 @@ def _resume(root: Path, run: str) -> int:
     state = fold(Journal(run_dir(root, run) / "journal.jsonl").events())
     if state.config is None:
         return _fail(f"no run {run!r} in {root / '.evoteam' / 'runs'} (`evoteam runs` lists them)")
+    problem = sandbox_problem(state.config.unsafe_no_sandbox)
+    if problem is not None:
+        return _fail(problem)
     try:
         task = load_task(state.config, root)
         services, runner = make_services(task, state.config, os.environ)

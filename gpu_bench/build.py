@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from evoteam.gpu_bench.cuda import nvcc
+from evoteam.gpu_bench.sandbox.run import run_confined
 from evoteam.gpu_bench.schema import Binding, Diagnostic, KernelResources, Language, Solution
 from evoteam.gpu_bench.tool_version import version_line
 
@@ -190,7 +191,7 @@ def _compile_cxx(solution: Solution, work: Path, final: Path, tvm_ffi: bool) -> 
     library = "kernel.so"
     cmd = [cxx_compiler(), "-shared", "-fPIC", *flags, "-o", library, *sources, *link]
     try:
-        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+        proc = run_confined(cmd, work, BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return BuildResult(ok=False, log=f"compiler ran past {BUILD_TIMEOUT_S:.0f} s: {' '.join(cmd)}")
     except OSError as exc:

@@ -77,7 +77,9 @@ class ProfileHost(Protocol):
         """Why no CUDA GPU can be used here, or None when one can."""
         ...
 
-    def run(self, command: list[str], timeout_s: float) -> ProcessResult: ...
+    def run(self, command: list[str], timeout_s: float, workdir: Path | None = None) -> ProcessResult:
+        """Runs ``command`` (which runs the candidate) confined to ``workdir``, its only writable folder."""
+        ...
 
 
 def find_ncu(path: str | None = None, cuda_roots: Sequence[Path] = CUDA_ROOTS) -> Path | None:
@@ -111,14 +113,20 @@ class LocalHost:
             return f"no CUDA GPU is visible (torch {torch.__version__}: torch.cuda.is_available() is false)"
         return None
 
-    def run(self, command: list[str], timeout_s: float) -> ProcessResult:
-        """Runs ncu holding the GPU's timing lock, so no evaluator worker times on it meanwhile."""
+    def run(self, command: list[str], timeout_s: float, workdir: Path | None = None) -> ProcessResult:
+        """Runs ncu in the sandbox, holding the GPU's timing lock, so no evaluator worker times on it meanwhile."""
+        from evoteam.gpu_bench import sandbox
         from evoteam.gpu_bench.gpu_lock import GpuLockTimeout, device_key, gpu_lock
 
+        if workdir is None:
+            with tempfile.TemporaryDirectory(prefix="evoteam-profile-") as tmp:
+                return self.run(command, timeout_s, Path(tmp))
+        work = workdir
+        argv, env = sandbox.current().wrap(command, writable=[work], tmpdir=work / "tmp", env=os.environ)
         try:
             with gpu_lock(device_key(0), wait_s=timeout_s):
                 proc = subprocess.run(
-                    command, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False
+                    argv, env=env, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False
                 )
         except GpuLockTimeout as exc:
             return ProcessResult(None, str(exc))
@@ -149,7 +157,7 @@ class FakeHost:
     def gpu_problem(self) -> str | None:
         return self.problem
 
-    def run(self, command: list[str], timeout_s: float) -> ProcessResult:
+    def run(self, command: list[str], timeout_s: float, workdir: Path | None = None) -> ProcessResult:
         self.commands.append(command)
         self.requests.append(Path(command[-1]).read_text() if Path(command[-1]).is_file() else "")
         if "--log-file" in command:
@@ -206,7 +214,7 @@ def profile_workload(
         request_path, log_file = Path(tmp) / "request.json", Path(tmp) / "ncu.csv"
         request_path.write_text(request.model_dump_json())
         command = ncu_command(ncu, request_path, log_file, regex, sections, count)
-        result = host.run(command, timeout_s)
+        result = host.run(command, timeout_s, Path(tmp))
         text = log_file.read_text(errors="replace") if log_file.is_file() else ""
     kernels, messages = parse_raw_csv(text)
     report = ProfileReport(

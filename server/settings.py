@@ -22,6 +22,9 @@ class Settings(BaseModel):
     model: str | None = None
     rounds: int = Field(default=3, ge=1, le=1000)
     evaluations: int = Field(default=6, ge=1, le=10_000, description="offline tuner: evaluations per agent and round")
+    unsafeNoSandbox: bool = Field(  # noqa: N815 (the editor's setting name)
+        default=False, description="run agent-generated code even where no sandbox (bubblewrap) is possible"
+    )
 
 
 def parse_settings(raw: Any) -> tuple[Settings, list[str]]:

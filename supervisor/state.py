@@ -43,6 +43,8 @@ class RunConfig(BaseModel):
     evaluations_per_agent: int = Field(default=6, ge=1)
     """The offline tuner's evaluations per agent and round."""
     seed: int = 0
+    unsafe_no_sandbox: bool = False
+    """The user let agent-generated code run without the sandbox (``--unsafe-no-sandbox``); resume keeps it."""
 
 
 def new_run_id(kernel: str, now: datetime | None = None) -> str:

@@ -29,6 +29,8 @@ def expected(field: FieldInfo) -> dict[str, Any]:
     annotation = field.annotation
     if typing.get_origin(annotation) is typing.Literal:
         found |= {"type": "string", "enum": list(typing.get_args(annotation))}
+    elif annotation is bool:
+        found["type"] = "boolean"
     elif annotation is int:
         found["type"] = "integer"
     elif annotation is str:

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from evoteam.gpu_bench.sandbox.run import run_confined
 from evoteam.gpu_bench.tool_version import version_line
 
 DEFAULT_ARCH = "sm_90a"
@@ -103,7 +104,7 @@ def compile_cuda(
     target = ["-gencode", f"arch={virtual},code={codes}"]
     cmd = [compiler, *mode, *target, *ALWAYS, *chosen, "--keep", "--keep-dir", keep.name, "-o", artifact, *cu]
     try:
-        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = run_confined(cmd, work, timeout_s)
     except subprocess.TimeoutExpired:
         return NvccRun(command=cmd, returncode=124, log=f"nvcc ran past {timeout_s:.0f} s", ptx=_kept_ptx(keep, arch))
     except OSError as exc:

@@ -9,6 +9,10 @@ ever lets a candidate's failure escape as a crash of the caller.
 
 A GPU worker sees exactly one GPU (``CUDA_VISIBLE_DEVICES``) and runs without an address-space limit: CUDA
 reserves far more virtual memory than any limit that still protects the machine would allow.
+
+A local worker runs inside this process's sandbox (``evoteam.gpu_bench.sandbox.current()``): it may write only
+its build cache and its own scratch folder, sees no network and no secrets, and everything it starts dies
+with it. Its process limit is this user's task count plus a headroom, which stops a fork bomb.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +34,8 @@ from typing import IO
 
 from pydantic import ValidationError
 
+from evoteam.gpu_bench import sandbox
+from evoteam.gpu_bench.build import default_cache_root
 from evoteam.gpu_bench.schema import Environment
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
@@ -40,6 +47,7 @@ from evoteam.gpu_bench.worker.protocol import (
     Ready,
     ShutdownRequest,
 )
+from evoteam.gpu_bench.worker.strays import process_limit
 
 STARTUP_TIMEOUT_S = 120.0
 
@@ -192,6 +200,7 @@ class WorkerProcess(LineWorker):
         self._memory_limit_mb = None if gpu is not None else memory_limit_mb
         self.gpu = gpu
         self._proc: subprocess.Popen[str] | None = None
+        self._wrapped = False
         self._log_dir = Path(tempfile.mkdtemp(prefix="evoteam-worker-"))
         self._log = self._log_dir / "worker.log"
 
@@ -200,15 +209,20 @@ class WorkerProcess(LineWorker):
         return self._proc is not None and self._proc.poll() is None
 
     def _launch(self) -> None:
-        cmd = [*worker_command(), "--log", str(self._log)]
-        if self._cache_root is not None:
-            cmd += ["--cache", str(self._cache_root)]
+        cache = self._cache_root or default_cache_root()
+        cmd = [*worker_command(), "--log", str(self._log), "--cache", str(cache)]
         if self._memory_limit_mb:
             cmd += ["--memory-limit-mb", str(self._memory_limit_mb)]
+        cmd += ["--max-processes", str(process_limit())]
         self._log.write_bytes(b"")
+        env = worker_environment(self.gpu)
+        env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
+        writable = [self._log_dir, cache, default_cache_root().parent]  # the last: evoteam's cache (flush probes)
+        argv, env = sandbox.current().wrap(cmd, writable=writable, tmpdir=self._log_dir / "tmp", env=env)
+        self._wrapped = argv[: len(cmd)] != cmd
         self._proc = subprocess.Popen(
-            cmd,
-            env=worker_environment(self.gpu),
+            argv,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -230,6 +244,8 @@ class WorkerProcess(LineWorker):
             code = self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return "the worker closed its output but did not exit"
+        if self._wrapped and code > 128:  # bubblewrap exits with 128 + the signal that killed its child
+            code = 128 - code
         if code < 0:
             try:
                 return signal_death(signal.Signals(-code).name)
@@ -268,9 +284,7 @@ class WorkerProcess(LineWorker):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         self.kill()
-        with contextlib.suppress(OSError):
-            self._log.unlink()
-            self._log_dir.rmdir()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
 
 
 def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:

@@ -10,6 +10,8 @@ unusable) answers with ``worker_exiting`` and exits; its owner starts a fresh on
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import resource
 import sys
@@ -34,6 +36,7 @@ from evoteam.gpu_bench.evaluate import (
 )
 from evoteam.gpu_bench.inputs import InputError
 from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.worker import strays
 from evoteam.gpu_bench.worker.protocol import (
     REQUEST,
     BuildRequest,
@@ -122,14 +125,12 @@ class _Worker:
 
     def _start_log(self) -> None:
         """Empties the log before a workload (writes append, so they land at the new end)."""
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush_all()
         os.truncate(self._log_path, 0)
 
     def _log(self, limit: int = 20_000) -> str:
         """The last ``limit`` bytes printed during this workload (a chatty kernel costs no memory)."""
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush_all()
         with self._log_path.open("rb") as f:
             size = f.seek(0, os.SEEK_END)
             start = max(0, size - limit)
@@ -138,7 +139,26 @@ class _Worker:
         return f"[... {start} bytes cut ...]\n{text}" if start else text
 
 
-def serve(log_path: Path, cache_root: Path | None, memory_limit_mb: int | None) -> int:
+def _flush_all() -> None:
+    """Python's and C's buffered output (a kernel's printf) into the log."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).fflush(None)
+
+
+def _without_strays(response: Built | Evaluated | Failed) -> Built | Evaluated | Failed:
+    """Kills what the candidate left running before the answer goes out, and says so in the log."""
+    killed = strays.kill_strays()
+    if killed and isinstance(response, Evaluated):
+        note = f"\n[evoteam: killed {killed} process(es) the candidate left running]\n"
+        return response.model_copy(update={"log": response.log + note})
+    return response
+
+
+def serve(
+    log_path: Path, cache_root: Path | None, memory_limit_mb: int | None, max_processes: int | None = None
+) -> int:
     proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
     proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -151,6 +171,9 @@ def serve(log_path: Path, cache_root: Path | None, memory_limit_mb: int | None) 
     if memory_limit_mb:
         limit = memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if max_processes:
+        strays.limit_processes(max_processes)
+    strays.become_subreaper()
     worker = _Worker(proto_out, log_path, cache_root)
     worker.send(Ready(pid=os.getpid(), environment=environment()))
     for line in proto_in:
@@ -164,10 +187,11 @@ def serve(log_path: Path, cache_root: Path | None, memory_limit_mb: int | None) 
         if isinstance(request, ShutdownRequest):
             return 0
         try:
-            worker.send(worker.handle(request))
+            worker.send(_without_strays(worker.handle(request)))
             if worker.tainted:
                 return 0
         except MemoryError:
+            strays.kill_strays()
             reason = f"out of memory (the worker's limit is {memory_limit_mb} MB)"
             if isinstance(request, BuildRequest):
                 worker.send(Failed(id=request.id, error="load", message=reason))

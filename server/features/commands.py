@@ -19,6 +19,7 @@ from lsprotocol import types as lsp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
+from evoteam.gpu_bench import sandbox
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import run_summary
 from evoteam.server.run_index import RunEntry
@@ -139,9 +140,21 @@ class Commands(Feature):
         command += ["--rounds", str(options.rounds), "--budget", str(options.budget), "--team", options.team]
         command += ["--llm", options.llm, "--runner", options.runner, "--evaluations", str(options.evaluations)]
         command += ["--model", options.model] if options.model else []
+        confinement = await ls.in_background(sandbox.current)
+        if not confinement.isolated and not options.unsafeNoSandbox:
+            message = (
+                f"evoteam: Evolve refused: agent-generated code needs a sandbox, and there is "
+                f"{confinement.description}. Install bubblewrap, or set evoteam.unsafeNoSandbox to run it unconfined."
+            )
+            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=message))
+            raise RequestFailed(message)
+        command += ["--unsafe-no-sandbox"] if options.unsafeNoSandbox else []
         run = await _start([*command, "--detach"], ls.project.root)
+        if not confinement.isolated:
+            warning = f"evoteam: run {run} runs agent-generated code WITHOUT a sandbox (evoteam.unsafeNoSandbox)"
+            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=warning))
         await ls.refresh_runs()
-        return {"run": run}
+        return {"run": run, "sandbox": confinement.description}
 
     async def cancel(self, ls: EvoteamServer, args: RunArgs) -> dict[str, Any]:
         entry = await _entry(ls, args.run)

@@ -1,0 +1,79 @@
+"""Processes a candidate leaves behind: the worker adopts them (it is a child subreaper) and kills them after
+every request, and a process limit keeps a fork bomb from taking the machine.
+
+``task_count`` counts this user's tasks (threads included, as ``RLIMIT_NPROC`` does); the owner of a worker
+sets the worker's limit to that count plus ``PROCESS_HEADROOM`` (root is exempt from the limit outside a
+sandbox; bubblewrap drops the capability, so inside one the limit holds for root too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+from pathlib import Path
+
+PROCESS_HEADROOM = 1024
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def task_count(uid: int | None = None) -> int:
+    """Tasks (processes and threads) of ``uid`` (default: ours) that this process can see."""
+    uid = os.getuid() if uid is None else uid
+    total = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                total += int(fields["Threads"])
+        except (OSError, KeyError, ValueError):
+            continue
+    return total
+
+
+def process_limit() -> int:
+    return task_count() + PROCESS_HEADROOM
+
+
+def limit_processes(limit: int) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (limit, hard))
+
+
+def become_subreaper() -> bool:
+    """Orphans of our descendants become our children (Linux); False where that is not possible."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def children(pid: int | None = None) -> list[int]:
+    pid = os.getpid() if pid is None else pid
+    found: list[int] = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(p) for p in listing.read_text().split()]
+    return found
+
+
+def kill_strays(rounds: int = 200) -> int:
+    """Kills every process we started that is still there (adopted orphans included); how many."""
+    killed = 0
+    for _ in range(rounds):
+        kids = children()
+        if not kids:
+            break
+        for kid in kids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(kid, signal.SIGKILL)
+                killed += 1
+        for kid in kids:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(kid, 0)
+    return killed
