@@ -175,13 +175,15 @@ def cli_env(repo: Path) -> dict[str, str]:
     return {"PATH": CLI_PATH, "HOME": str(repo.parent / "home")}
 
 
-def evoteam(repo: Path, *args: str, timeout: float = 280) -> subprocess.CompletedProcess[str]:
-    """``evoteam ARGS`` run in ``repo`` as a user would, output captured."""
+def evoteam(
+    repo: Path, *args: str, timeout: float = 280, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``evoteam ARGS`` run in ``repo`` as a user would (``env``: instead of ``cli_env``), output captured."""
     return subprocess.run(
         [sys.executable, "-m", "evoteam.cli.main", *args],
         cwd=repo,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=cli_env(repo),
+        env=env if env is not None else cli_env(repo),
     )

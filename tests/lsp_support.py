@@ -64,11 +64,13 @@ async def lsp_session(
     command: Sequence[str] | None = None,
     capabilities: str = "visual-studio-code",
     initialization_options: Any = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[LanguageClient]:
-    """An initialized session with ``evoteam serve`` (or ``command``) on ``root``; shut down at the end."""
+    """An initialized session with ``evoteam serve`` (or ``command``) on ``root``, ``env`` added to its
+    environment; shut down at the end."""
     config = ClientServerConfig(
         server_command=list(command or [sys.executable, "-m", "evoteam.cli.main", "serve"]),
-        server_env=server_env(root),
+        server_env={**server_env(root), **(env or {})},
     )
     client: LanguageClient = await config.start()  # type: ignore[assignment]
     if settings is not None:

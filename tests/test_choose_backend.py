@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conftest import scale_add_task
@@ -33,3 +35,19 @@ def test_make_agent_builds_each_backend_without_calling_anything() -> None:
     with pytest.raises(BackendError, match="ANTHROPIC_API_KEY"):
         make_agent("anthropic", TASK, {})
     assert type(make_agent("claude-code", TASK, {})).__name__ == "ClaudeCodeAgent"
+
+
+def test_the_key_can_come_from_a_key_file_and_an_unreadable_one_is_a_clear_error(tmp_path: Path) -> None:
+    from evoteam.roles.backends.choose import BackendError
+    from evoteam.roles.backends.settings import AnthropicSettings
+
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-ant-from-file\n")
+    settings = AnthropicSettings.from_env({"EVOTEAM_API_KEY_FILE": str(key_file)})
+    assert settings.key() == "sk-ant-from-file" and "sk-ant" not in repr(settings)
+    explicit = AnthropicSettings.from_env({"EVOTEAM_API_KEY_FILE": str(key_file), "ANTHROPIC_API_KEY": "sk-env"})
+    assert explicit.key() == "sk-env"
+    assert choose_backend("auto", {"EVOTEAM_API_KEY_FILE": str(key_file)}) == "anthropic"
+    with pytest.raises(BackendError, match="cannot read the key file") as caught:
+        AnthropicSettings.from_env({"EVOTEAM_API_KEY_FILE": str(tmp_path / "missing")})
+    assert "missing" in str(caught.value)

@@ -14,9 +14,16 @@ from evoteam.gpu_bench.sandbox.choose import (
     probe,
     reset,
 )
-from evoteam.gpu_bench.sandbox.policy import Sandbox, Unsandboxed, sandbox_environment, secret_paths
+from evoteam.gpu_bench.sandbox.policy import (
+    IN_SANDBOX_ENV,
+    Sandbox,
+    Unsandboxed,
+    sandbox_environment,
+    secret_paths,
+)
 
 __all__ = [
+    "IN_SANDBOX_ENV",
     "MODE_ENV",
     "Sandbox",
     "SandboxUnavailable",

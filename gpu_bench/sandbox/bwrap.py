@@ -28,7 +28,8 @@ def base_options() -> list[str]:
 
 
 def hiding_options(paths: Sequence[Path]) -> list[str]:
-    """An empty folder over each secret folder, /dev/null over each secret file."""
+    """An empty folder over each secret folder, /dev/null over each secret file (it cannot even be opened: the
+    bind mount is nodev)."""
     options: list[str] = []
     for path in paths:
         if path.is_dir():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -13,6 +14,8 @@ DEFAULT_MODEL = "claude-sonnet-4-5"
 
 # Environment variables, in order of precedence for each setting.
 ENV_API_KEY = ("ANTHROPIC_API_KEY",)
+ENV_API_KEY_FILE = "EVOTEAM_API_KEY_FILE"
+"""A file that holds the key (read when no key is given otherwise); the sandbox hides it from candidates."""
 ENV_BASE_URL = ("EVOTEAM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
 ENV_MODEL = ("EVOTEAM_MODEL",)
 
@@ -39,9 +42,20 @@ class AnthropicSettings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **values: Any) -> AnthropicSettings:
-        """Explicit ``values`` win; then the environment (``ANTHROPIC_API_KEY``, ``EVOTEAM_ANTHROPIC_BASE_URL``
-        or ``ANTHROPIC_BASE_URL``, ``EVOTEAM_MODEL``); then the defaults. Empty variables count as unset."""
+        """Explicit ``values`` win; then the environment (``ANTHROPIC_API_KEY``, else the file that
+        ``EVOTEAM_API_KEY_FILE`` names; ``EVOTEAM_ANTHROPIC_BASE_URL`` or ``ANTHROPIC_BASE_URL``; ``EVOTEAM_MODEL``);
+        then the defaults. Empty variables count as unset. An unreadable key file is a ``BackendError`` that names
+        the file, never its content."""
         source = os.environ if env is None else env
+        key_file = source.get(ENV_API_KEY_FILE)
+        if values.get("api_key") is None and not any(source.get(n) for n in ENV_API_KEY) and key_file:
+            try:
+                values["api_key"] = Path(key_file).expanduser().read_text(encoding="utf-8").strip() or None
+            except (OSError, UnicodeDecodeError) as exc:
+                from evoteam.roles.backends.choose import BackendError
+
+                why = type(exc).__name__
+                raise BackendError(f"{ENV_API_KEY_FILE}={key_file}: cannot read the key file ({why})") from None
         for field, names in (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL)):
             if values.get(field) is None:
                 found = next((source[n] for n in names if source.get(n)), None)
