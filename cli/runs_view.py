@@ -105,6 +105,7 @@ def show(state: RunState, console: Console) -> None:
         f"[bold]{config.run}[/] kernel {config.kernel} · team {config.mode} · llm {config.llm} · "
         f"{len(state.rounds_finished)}/{config.rounds} rounds · {state.finished or 'running or stopped'} · "
         f"best {best} · tokens {state.spent}/{config.budget}"
+        + (" · [red]sandbox not required (--unsafe-no-sandbox)[/]" if config.unsafe_no_sandbox else "")
     )
     table = Table("round", "candidate", "role", "status", "speedup", "faster", "rationale")
     for c in sorted(state.candidates.values(), key=lambda c: (c.round, c.id)):

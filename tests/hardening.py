@@ -1,18 +1,25 @@
-"""Figures of the hardening checks: each ``hardening``-marked test records one row for the table that
-``scripts/hardening`` prints.
+"""Figures of the hardening checks: each ``hardening``-marked test records rows for the table that
+``scripts/hardening`` prints (``python tests/hardening.py REPORT`` prints it).
 
 ``record`` prints the row (visible with ``-s`` or in the failure report) and, when
 ``EVOTEAM_HARDENING_REPORT`` names a file, appends it there as one JSON line. A row is recorded whether the
-check passed or not, so the table shows a failing figure too; the test still asserts its own promise.
+check held or not, so the table shows a failing figure too; the test still asserts its own promise.
+
+``needs_sandbox`` skips a test where bubblewrap cannot run, except where ``EVOTEAM_HARDENING_REQUIRED=1``
+(CI and ``scripts/hardening``): there the test runs, and fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
+import pytest
+
 REPORT_ENV = "EVOTEAM_HARDENING_REPORT"
+REQUIRED_ENV = "EVOTEAM_HARDENING_REQUIRED"
 
 
 def record(area: str, check: str, figure: str, ok: bool) -> None:
@@ -24,3 +31,31 @@ def record(area: str, check: str, figure: str, ok: bool) -> None:
     if target:
         with Path(target).open("a", encoding="utf-8") as out:
             out.write(json.dumps(row) + "\n")
+
+
+def needs_sandbox() -> pytest.MarkDecorator:
+    from evoteam.gpu_bench import sandbox
+
+    found = sandbox.probe()
+    required = os.environ.get(REQUIRED_ENV) == "1"
+    return pytest.mark.skipif(not found.isolated and not required, reason=f"needs the sandbox: {found.description}")
+
+
+def print_table(report: Path) -> int:
+    """The rows of ``report`` as one table; how many did not hold."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = [json.loads(line) for line in report.read_text().splitlines() if line.strip()] if report.exists() else []
+    table = Table("area", "check", "figure", "held", title="evoteam hardening", show_lines=True)
+    for row in rows:
+        table.add_row(row["area"], row["check"], row["figure"], "yes" if row["ok"] else "[red]NO[/red]")
+    console = Console(width=max(140, Console().width))
+    console.print(table)
+    failed = sum(not row["ok"] for row in rows)
+    console.print(f"{len(rows)} checks, {len(rows) - failed} held, {failed} did not")
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(1 if print_table(Path(sys.argv[1])) else 0)

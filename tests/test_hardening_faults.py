@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hardening import record
+from hardening import needs_sandbox, record
 
 from conftest import KERNELS, git, init_repo, kernel_solution, quick_config, reference_solution, scale_add_task
-from evoteam.gpu_bench import sandbox
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.result import CandidateResult
@@ -37,7 +36,7 @@ from evoteam.supervisor.team import Team
 
 pytestmark = [
     pytest.mark.hardening,
-    pytest.mark.skipif(not sandbox.probe().isolated, reason=f"needs the sandbox: {sandbox.probe().description}"),
+    needs_sandbox(),
 ]
 
 PLANTED_KEY = "sk-ant-api03-PLANTED-" + secrets.token_hex(12)

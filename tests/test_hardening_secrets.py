@@ -16,17 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening import record
+from hardening import needs_sandbox, record
 
 from conftest import KERNELS, SCALE_ADD_TOML, git, scale_add_repo
-from evoteam.gpu_bench import sandbox
 from evoteam.roles.backends.fake_messages_script import FakeReply, text, tool_use
 from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
 
 pytestmark = [
     pytest.mark.hardening,
     pytest.mark.slow,
-    pytest.mark.skipif(not sandbox.probe().isolated, reason=f"needs the sandbox: {sandbox.probe().description}"),
+    needs_sandbox(),
 ]
 
 KEY = "sk-ant-api03-" + secrets.token_urlsafe(32)

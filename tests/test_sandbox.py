@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hardening import record
+from hardening import REQUIRED_ENV, needs_sandbox, record
 from lsp_support import lsp_session, sample_repo
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
@@ -31,7 +31,12 @@ from evoteam.gpu_bench.schema import Binding, BuildSpec, Language, Solution, Sou
 from evoteam.gpu_bench.worker.strays import PROCESS_HEADROOM, task_count
 
 ISOLATED = sandbox.probe()
-needs_bwrap = pytest.mark.skipif(not ISOLATED.isolated, reason=f"needs bubblewrap: {ISOLATED.description}")
+needs_bwrap = needs_sandbox()
+
+
+@pytest.mark.skipif(os.environ.get(REQUIRED_ENV) != "1", reason=f"{REQUIRED_ENV} is not set")
+def test_the_sandbox_is_there_where_it_is_required() -> None:
+    assert ISOLATED.isolated, ISOLATED.description
 
 
 @pytest.fixture
