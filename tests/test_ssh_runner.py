@@ -100,7 +100,8 @@ class Sshd:
                 _kill(pid)
 
     def remote_workers(self) -> list[int]:
-        """Live worker processes started by these tests' remote runners (found by their cache folder)."""
+        """Live worker processes started by these tests' remote runners (found by their cache folder; the
+        sandbox's own processes, bubblewrap and its init, which name the folder too, left out)."""
         found = []
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
@@ -109,7 +110,8 @@ class Sshd:
                     state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
                 except OSError:
                     continue
-                if str(self.cache).encode() in cmdline and state != "Z":
+                sandbox = Path(cmdline[0].decode(errors="replace")).name == "bwrap"
+                if str(self.cache).encode() in cmdline and state != "Z" and not sandbox:
                     found.append(int(entry.name))
         return found
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
+import signal
 from concurrent.futures import Future
 
 import asyncssh
@@ -66,7 +67,7 @@ class SshWorker(LineWorker):
 
     def remote_command(self) -> str:
         """The shell line the worker runs as (it reports its pid on stderr, then ``exec``s the worker)."""
-        argv = [*self._command, "--log", self.log]
+        argv = [*self._command, "--log", self.log, "--sandbox"]
         if self._cache is not None:
             argv += ["--cache", self._cache]
         if self._memory_limit_mb:
@@ -174,6 +175,9 @@ class SshWorker(LineWorker):
             self._host.call(proc.wait_closed(), 5)
         if proc.exit_signal is not None:
             return signal_death(proc.exit_signal[0])
+        if proc.exit_status is not None and proc.exit_status > 128:  # bubblewrap: 128 + its child's signal
+            with contextlib.suppress(ValueError):
+                return signal_death(signal.Signals(proc.exit_status - 128).name)
         if proc.exit_status is not None:
             return f"the worker exited with code {proc.exit_status}"
         if not self._host.connected:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,12 +14,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", type=Path, default=None, help="build cache folder")
     p.add_argument("--memory-limit-mb", type=int, default=None, help="address-space limit of the worker")
     p.add_argument("--max-processes", type=int, default=None, help="process limit (RLIMIT_NPROC) of the worker")
+    p.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="re-run itself inside this host's sandbox (bubblewrap) when one works here; a remote runner's worker",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from evoteam.gpu_bench.worker.server import serve
 
+    if args.sandbox:
+        confine(args)  # returns only where no sandbox works (the log says so) or already inside one
+
     return serve(args.log, args.cache, args.memory_limit_mb, args.max_processes)
+
+
+def confine(args: argparse.Namespace) -> None:
+    """Replaces this process by the same worker inside the sandbox (its log folder, cache and evoteam's cache
+    writable), with a process limit taken out here, where every process of the user is visible."""
+    from evoteam.gpu_bench import sandbox
+    from evoteam.gpu_bench.build import default_cache_root
+    from evoteam.gpu_bench.worker.strays import process_limit
+
+    if os.environ.get(sandbox.IN_SANDBOX_ENV) == "1":
+        return
+    chosen = sandbox.current()
+    if not chosen.isolated:
+        with args.log.open("a") as log:
+            log.write(f"evoteam worker: running unconfined: {chosen.description}\n")
+        return
+    cache = args.cache or default_cache_root()
+    cmd = [sys.executable, "-m", "evoteam.gpu_bench.worker", "--log", str(args.log), "--cache", str(cache)]
+    cmd += ["--memory-limit-mb", str(args.memory_limit_mb)] if args.memory_limit_mb else []
+    cmd += ["--max-processes", str(args.max_processes or process_limit())]
+    writable = [args.log.parent, cache, default_cache_root().parent]
+    argv, env = chosen.wrap(cmd, writable=writable, tmpdir=args.log.parent / "tmp", env=os.environ)
+    sys.stdout.flush()
+    os.execvpe(argv[0], argv, env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
