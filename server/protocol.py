@@ -11,7 +11,8 @@ as if it were a message. Here a whole message is read once, at the top, and:
 - params that do not fit the method → InvalidParams (-32602) for a request; a notification is logged and dropped;
 - a request before ``initialize`` → ServerNotInitialized (-32002); a second ``initialize``, any request after
   ``shutdown`` and a notification method sent with an id → InvalidRequest; a second ``initialized`` is dropped;
-- a response from the client that cannot be read fails the server's own pending request instead of leaving it.
+- a response from the client that cannot be read fails the server's own pending request instead of leaving it;
+  one that answers no request of the server (an id it never sent, or one of the client's own requests) is dropped.
 
 Everything else is pygls's. This module imports no evoteam code.
 """
@@ -136,6 +137,11 @@ class EvoteamProtocol(LanguageServerProtocol):
         """The client's answer to one of the server's requests (or something that is neither)."""
         if "id" not in data or not ("result" in data or "error" in data):
             self._invalid(msg_id if _usable_id(msg_id) else None, "neither a request, a notification nor a response")
+            return
+        if not (_usable_id(msg_id) and msg_id in self._result_types):  # the ids of the server's pending requests
+            # pygls keeps the client's requests in progress among its own: it would answer one with the value of a
+            # response carrying its id (and drop the handler's answer), and fail on an id that is a list or object
+            log.warning("dropped a response to no request of the server (id %.200r)", msg_id)
             return
         try:
             message = super().structure_message(data)
