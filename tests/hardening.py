@@ -1,6 +1,7 @@
 """Figures of the hardening checks: each ``hardening``-marked test records rows for the table that
 ``scripts/hardening`` prints (``python tests/hardening.py REPORT`` prints it).
 
+``python tests/hardening.py --markdown REPORT`` prints the rows as a Markdown table (for docs/reliability.md).
 ``record`` prints the row (visible with ``-s`` or in the failure report) and, when
 ``EVOTEAM_HARDENING_REPORT`` names a file, appends it there as one JSON line. A row is recorded whether the
 check held or not, so the table shows a failing figure too; the test still asserts its own promise.
@@ -57,5 +58,17 @@ def print_table(report: Path) -> int:
     return failed
 
 
+def markdown(report: Path) -> str:
+    rows = [json.loads(line) for line in report.read_text().splitlines() if line.strip()]
+    lines = ["| area | check | figure | held |", "| --- | --- | --- | --- |"]
+    for row in rows:
+        cells = [row["area"], row["check"], row["figure"], "yes" if row["ok"] else "**no**"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--markdown":
+        print(markdown(Path(sys.argv[2])))
+        sys.exit(0)
     sys.exit(1 if print_table(Path(sys.argv[1])) else 0)

@@ -85,35 +85,29 @@ def test_a_planted_key_is_in_no_commit_journal_knowledge_log_report_or_prompt(tm
             "ANTHROPIC_BASE_URL": server.base_url,
             "EVOTEAM_API_KEY_FILE": str(key_file),  # the key comes from the key file ...
         }
-        printed = []
-        for args in (
-            ("evolve", "scale_add", "--llm", "anthropic", "--team", "fixed", "--rounds", "1", "--budget", "400000"),
-            ("runs",),
-        ):
+        printed: list[str] = []
+
+        def cli(*args: str, key_in_env: bool = True) -> str:
             done = subprocess.run(
                 [sys.executable, "-m", "evoteam.cli.main", *args],
                 cwd=repo,
                 capture_output=True,
                 text=True,
                 timeout=280,
-                env=env if args[0] != "runs" else {**env, "ANTHROPIC_API_KEY": KEY},  # ... or the environment
+                env={**env, "ANTHROPIC_API_KEY": KEY} if key_in_env else env,  # ... or from the environment
             )
             assert done.returncode == 0, done.stderr
-            printed += [done.stdout, done.stderr]
+            printed.extend([done.stdout, done.stderr])
+            return done.stdout
+
+        evolve = ("evolve", "scale_add", "--llm", "anthropic", "--team", "fixed", "--rounds", "1", "--budget", "400000")
+        cli(*evolve, key_in_env=False)
+        cli("runs")
         [run] = [p.name for p in (repo / ".evoteam" / "runs").iterdir()]
-        for args in (("show", run, "--json"), ("report", run), ("resume", run)):
-            done = subprocess.run(
-                [sys.executable, "-m", "evoteam.cli.main", *args],
-                cwd=repo,
-                capture_output=True,
-                text=True,
-                timeout=280,
-                env={**env, "ANTHROPIC_API_KEY": KEY},
-            )
-            assert done.returncode == 0, done.stderr
-            printed += [done.stdout, done.stderr]
+        shown = json.loads(cli("show", run, "--json"))
+        cli("report", run)
+        cli("resume", run)
         requests = list(server.requests)
-    shown = json.loads(printed[4])
     [candidate] = shown["candidates"]
     assert candidate["record"]["status"] == "PASSED"  # the hunter read nothing, so it returned 0
     knowledge = list((repo / ".evoteam" / "knowledge").rglob("*.md"))

@@ -30,6 +30,8 @@ from evoteam.gpu_bench.check import check_solution
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Language, Solution, SourceFile
 from evoteam.gpu_bench.worker.strays import PROCESS_HEADROOM, task_count
 
+pytestmark = pytest.mark.hardening
+
 ISOLATED = sandbox.probe()
 needs_bwrap = needs_sandbox()
 
@@ -106,14 +108,18 @@ def test_inside_the_environment_is_cleared_and_the_secrets_are_gone(tmp_path: Pa
     assert seen.returncode == 0, seen.stderr
     found = json.loads(seen.stdout)
     names = set(found["env"])
-    assert not names & {"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "SSH_AUTH_SOCK"}
+    planted = {"ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "SSH_AUTH_SOCK"}
+    visible = len(names & planted) + (found["ssh"] != []) + (found["aws"] != "FileNotFoundError")
+    visible += found["key"] != "PermissionError"
+    figure = f"4 variables, ~/.ssh, ~/.aws, the key file: {visible} of 7 visible; {found['processes']} processes seen"
+    record("sandbox", "environment and secrets", figure, visible == 0 and "PLANTED" not in seen.stdout)
+    assert not names & planted
     assert found["env"]["EVOTEAM_SOMETHING"] == "kept" and found["env"]["OMP_NUM_THREADS"] == "2"
     assert found["env"]["EVOTEAM_IN_SANDBOX"] == "1" and found["env"]["TMPDIR"] == str(tmp_path / "tmp")
     assert found["ssh"] == [] and found["aws"] == "FileNotFoundError" and found["key"] == "PermissionError"
     assert found["notes"] == "an ordinary file"  # the rest of the home folder stays readable
     assert found["processes"] <= 3, "a PID namespace of its own: bubblewrap's init, python, nothing else"
     assert "PLANTED" not in seen.stdout
-    record("sandbox", "environment and secrets", "key, tokens, ~/.ssh, ~/.aws, key file: 0 of 7 visible", True)
 
 
 @needs_bwrap
@@ -158,11 +164,14 @@ def test_inside_only_the_workspace_is_writable_and_there_is_no_network(tmp_path:
         listener.close()
     assert seen.returncode == 0, seen.stderr
     found = json.loads(seen.stdout)
+    figure = f"workspace: {found['workspace']}; outside: {found['outside']}; /usr: {found['root']}; "
+    figure += f"127.0.0.1: {found['network']}" + (" (reached)" if reached else "")
+    blocked = found["outside"] == found["root"] == "Read-only file system" and not reached
+    record("sandbox", "writes and network", figure, blocked and found["workspace"] == "written")
     assert found["workspace"] == "written" and (tmp_path / "work" / "ok.txt").is_file()
     assert found["outside"] == "Read-only file system" and not outside.exists()
     assert found["root"] == "Read-only file system"
     assert found["network"] != "connected" and not reached
-    record("sandbox", "writes and network", f"outside: {found['outside']}; 127.0.0.1: {found['network']}", True)
 
 
 @needs_bwrap
@@ -212,19 +221,18 @@ def test_an_include_of_a_secret_finds_nothing_when_compiling(tmp_path: Path, fre
         name="k", definition="d", author="t", spec=spec, sources=[SourceFile(path="k.cpp", content=source)]
     )
     checked = check_solution(solution, None, tmp_path / "cache")
+    missing = "No such file or directory" in checked.log
+    leaked = "PRIVATE-KEY-PLANTED" in checked.log
+    figure = f"ok={checked.ok}; the compiler: {'no such file' if missing else 'found it'}; key in the log: {leaked}"
+    record("sandbox", "compile of #include ~/.ssh/id_rsa", figure, not checked.ok and missing and not leaked)
     assert not checked.ok
     assert "PRIVATE-KEY-PLANTED" not in checked.log and "No such file or directory" in checked.log
-    record("sandbox", "compile of #include ~/.ssh/id_rsa", "the compiler finds no such file; key not in the log", True)
 
 
 def test_the_probe_says_why_there_is_no_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap anywhere on it
     missing = sandbox.probe()
-    assert (
-        not missing.isolated
-        and "not installed" in missing.description
-        and "apt install bubblewrap" in (missing.description)
-    )
+    assert not missing.isolated and missing.description == "no sandbox (bubblewrap (bwrap) is not installed)"
     broken = tmp_path / "bwrap"
     broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     broken.chmod(0o755)
@@ -238,7 +246,7 @@ def test_the_mode_comes_from_the_environment(fresh_choice: pytest.MonkeyPatch) -
     fresh_choice.setenv(sandbox.MODE_ENV, "off")
     off = sandbox.current()
     assert not off.isolated and "EVOTEAM_SANDBOX=off" in off.description
-    with pytest.raises(sandbox.SandboxUnavailable, match="--unsafe-no-sandbox"):
+    with pytest.raises(sandbox.SandboxUnavailable, match=r"apt install bubblewrap.*--unsafe-no-sandbox"):
         sandbox.agent_sandbox(unsafe_no_sandbox=False)
     assert sandbox.agent_sandbox(unsafe_no_sandbox=True) is off
     sandbox.reset()
@@ -263,16 +271,20 @@ def test_evolve_refuses_without_a_sandbox_and_runs_with_the_unsafe_flag(tmp_path
     env = {**cli_env(repo), sandbox.MODE_ENV: "off"}
     args = ("evolve", "scale_add", "--rounds", "1", "--team", "single", "--llm", "offline", "--evaluations", "2")
     refused = evoteam(repo, *args, env=env)
-    assert refused.returncode == 2
-    assert "needs a sandbox" in refused.stderr and "--unsafe-no-sandbox" in refused.stderr
-    assert not (repo / ".evoteam" / "runs").exists() or not any((repo / ".evoteam" / "runs").iterdir())
+    runs = repo / ".evoteam" / "runs"
+    started = len(list(runs.iterdir())) if runs.exists() else 0
     ran = evoteam(repo, *args, "--unsafe-no-sandbox", env=env)
+    warned = "WITHOUT a sandbox" in ran.stderr
+    figure = f"without the flag: exit {refused.returncode}, runs started {started}; with it: exit {ran.returncode}"
+    figure += f", warned: {warned}"
+    record("sandbox", "evolve where no sandbox works", figure, refused.returncode == 2 and ran.returncode == 0 and warned)
+    assert refused.returncode == 2 and started == 0
+    assert "needs a sandbox" in refused.stderr and "--unsafe-no-sandbox" in refused.stderr
     assert ran.returncode == 0, ran.stderr
-    assert "WITHOUT a sandbox" in ran.stderr
+    assert warned
     [run] = [p.name for p in (repo / ".evoteam" / "runs").iterdir()]
     shown = json.loads(evoteam(repo, "show", run, "--json", env=env).stdout)
     assert shown["config"]["unsafe_no_sandbox"] is True
-    record("sandbox", "evolve without a sandbox", "refused (exit 2) without the flag; ran with it, warned", True)
 
 
 async def test_the_editor_is_told_why_evolve_is_refused(tmp_path: Path) -> None:
@@ -283,6 +295,9 @@ async def test_the_editor_is_told_why_evolve_is_refused(tmp_path: Path) -> None:
                 lsp.ExecuteCommandParams(command="evoteam.evolve", arguments=[(repo / "kernel.cpp").as_uri()])
             )
         errors = [m.message for m in client.messages if m.type == lsp.MessageType.Error]
-        assert any("Evolve refused" in m and "Install bubblewrap" in m for m in errors), errors
-        assert not (repo / ".evoteam" / "runs").exists() or not any((repo / ".evoteam" / "runs").iterdir())
-    record("sandbox", "the editor without a sandbox", "Evolve refused with an error message in the editor", True)
+        told = [m for m in errors if "Evolve refused" in m and "Install bubblewrap" in m]
+        runs = list((repo / ".evoteam" / "runs").glob("*")) if (repo / ".evoteam" / "runs").exists() else []
+        figure = f"evoteam.evolve failed; error notifications saying why: {len(told)}; runs started: {len(runs)}"
+        record("sandbox", "the editor where no sandbox works", figure, bool(told) and not runs)
+        assert told, errors
+        assert not runs

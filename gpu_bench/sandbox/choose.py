@@ -43,7 +43,7 @@ def probe(executable: str | None = None) -> Sandbox:
     ``Unsandboxed`` with the reason."""
     bwrap = executable or shutil.which("bwrap")
     if bwrap is None:
-        return Unsandboxed(f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}")
+        return Unsandboxed("bubblewrap (bwrap) is not installed")
     try:
         version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         with tempfile.TemporaryDirectory(prefix="evoteam-probe-") as scratch:
