@@ -277,7 +277,8 @@ def test_evolve_refuses_without_a_sandbox_and_runs_with_the_unsafe_flag(tmp_path
     warned = "WITHOUT a sandbox" in ran.stderr
     figure = f"without the flag: exit {refused.returncode}, runs started {started}; with it: exit {ran.returncode}"
     figure += f", warned: {warned}"
-    record("sandbox", "evolve where no sandbox works", figure, refused.returncode == 2 and ran.returncode == 0 and warned)
+    held = refused.returncode == 2 and started == 0 and ran.returncode == 0 and warned
+    record("sandbox", "evolve where no sandbox works", figure, held)
     assert refused.returncode == 2 and started == 0
     assert "needs a sandbox" in refused.stderr and "--unsafe-no-sandbox" in refused.stderr
     assert ran.returncode == 0, ran.stderr
