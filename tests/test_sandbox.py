@@ -27,7 +27,9 @@ from pygls.exceptions import JsonRpcException
 from conftest import cli_env, evoteam
 from evoteam.gpu_bench import sandbox
 from evoteam.gpu_bench.check import check_solution
+from evoteam.gpu_bench.gpu_lock import gpu_lock
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Language, Solution, SourceFile
+from evoteam.gpu_bench.worker.client import confined
 from evoteam.gpu_bench.worker.strays import PROCESS_HEADROOM, task_count
 
 pytestmark = pytest.mark.hardening
@@ -302,3 +304,20 @@ async def test_the_editor_is_told_why_evolve_is_refused(tmp_path: Path) -> None:
         record("sandbox", "the editor where no sandbox works", figure, bool(told) and not runs)
         assert told, errors
         assert not runs
+
+
+@needs_bwrap
+def test_a_confined_worker_shares_the_gpu_locks_of_this_machine(
+    tmp_path: Path, fresh_choice: pytest.MonkeyPatch
+) -> None:
+    fresh_choice.setenv("EVOTEAM_GPU_LOCKS", str(tmp_path / "locks"))
+    probe = "from evoteam.gpu_bench.gpu_lock import GpuLockTimeout, gpu_lock\n"
+    probe += "try:\n    with gpu_lock('gpu-0', wait_s=0.3):\n        print('got it')\n"
+    probe += "except GpuLockTimeout:\n    print('held by another')\n"
+    argv, env = confined([sys.executable, "-c", probe], dict(os.environ), tmp_path / "worker", tmp_path / "cache")
+    assert env["EVOTEAM_GPU_LOCKS"] == str(tmp_path / "locks")
+    free = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    with gpu_lock("gpu-0"):  # held out here: the worker inside must wait for the same lock
+        held = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert free.stdout.strip() == "got it", free.stderr
+    assert held.stdout.strip() == "held by another", held.stderr

@@ -35,6 +35,7 @@ def confine(args: argparse.Namespace) -> None:
     writable), with a process limit taken out here, where every process of the user is visible."""
     from evoteam.gpu_bench import sandbox
     from evoteam.gpu_bench.build import default_cache_root
+    from evoteam.gpu_bench.worker.client import confined
     from evoteam.gpu_bench.worker.strays import process_limit
 
     if os.environ.get(sandbox.IN_SANDBOX_ENV) == "1":
@@ -48,8 +49,7 @@ def confine(args: argparse.Namespace) -> None:
     cmd = [sys.executable, "-m", "evoteam.gpu_bench.worker", "--log", str(args.log), "--cache", str(cache)]
     cmd += ["--memory-limit-mb", str(args.memory_limit_mb)] if args.memory_limit_mb else []
     cmd += ["--max-processes", str(args.max_processes or process_limit())]
-    writable = [args.log.parent, cache, default_cache_root().parent]
-    argv, env = chosen.wrap(cmd, writable=writable, tmpdir=args.log.parent / "tmp", env=os.environ)
+    argv, env = confined(cmd, dict(os.environ), args.log.parent, cache)
     sys.stdout.flush()
     os.execvpe(argv[0], argv, env)
 

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from evoteam.gpu_bench import sandbox
 from evoteam.gpu_bench.build import default_cache_root
+from evoteam.gpu_bench.gpu_lock import lock_folder
 from evoteam.gpu_bench.schema import Environment
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
@@ -82,6 +83,17 @@ def signal_death(name: str) -> str:
     except KeyError:
         text = "unknown signal"
     return f"the worker died from signal {full} ({text})"
+
+
+def confined(cmd: list[str], env: dict[str, str], folder: Path, cache: Path) -> tuple[list[str], dict[str, str]]:
+    """``cmd`` (a worker) in this process's sandbox: writable are ``folder`` (its log; its ``TMPDIR`` below it),
+    the build ``cache``, evoteam's cache folder (the flush helper) and the GPU lock folder, which stays the one
+    every worker and profiler of this machine shares (not one inside the private ``TMPDIR``)."""
+    locks = lock_folder()
+    env = {**env, "EVOTEAM_GPU_LOCKS": str(locks)}
+    env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
+    writable = [folder, cache, default_cache_root().parent, locks]
+    return sandbox.current().wrap(cmd, writable=writable, tmpdir=folder / "tmp", env=env)
 
 
 class LineWorker(ABC):
@@ -216,9 +228,7 @@ class WorkerProcess(LineWorker):
         cmd += ["--max-processes", str(process_limit())]
         self._log.write_bytes(b"")
         env = worker_environment(self.gpu)
-        env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
-        writable = [self._log_dir, cache, default_cache_root().parent]  # the last: evoteam's cache (flush probes)
-        argv, env = sandbox.current().wrap(cmd, writable=writable, tmpdir=self._log_dir / "tmp", env=env)
+        argv, env = confined(cmd, env, self._log_dir, cache)
         self._wrapped = argv[: len(cmd)] != cmd
         self._proc = subprocess.Popen(
             argv,
