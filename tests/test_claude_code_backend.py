@@ -280,7 +280,11 @@ def test_the_session_is_interrupted_when_the_budget_runs_out(rig: Rig) -> None:
     assert report.stop == "budget", report.error
     assert len(rig.bodies()) == 1
     assert report.usage.total == budget.spent > budget.total
-    assert report.usage == reported(rig.cache, rig.script)
+    # The input is known from the call's first event; its output in full only if the interrupt lands after the
+    # stream's last usage event (the CLI stops reading at the interrupt): then what was streamed is charged.
+    full = reported(rig.cache, rig.script)
+    assert report.usage.model_copy(update={"output_tokens": full.output_tokens}) == full
+    assert 1 <= report.usage.output_tokens <= full.output_tokens
 
 
 @needs_cli
