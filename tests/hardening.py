@@ -34,6 +34,23 @@ def record(area: str, check: str, figure: str, ok: bool) -> None:
             out.write(json.dumps(row) + "\n")
 
 
+def processes_mentioning(text: str, zombies: bool = True) -> list[int]:
+    """Processes (but this one) whose command line mentions ``text``; ``zombies=False`` leaves out the dead
+    ones not yet reaped."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if text in cmdline and (zombies or state != "Z"):
+            found.append(int(entry.name))
+    return found
+
+
 def needs_sandbox() -> pytest.MarkDecorator:
     from evoteam.gpu_bench import sandbox
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hardening import needs_sandbox, record
+from hardening import needs_sandbox, processes_mentioning, record
 
 from conftest import KERNELS, git, init_repo, kernel_solution, quick_config, reference_solution, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
@@ -127,23 +127,9 @@ def fault_runner(faults: Faults, tmp_path_factory: pytest.TempPathFactory) -> It
         runner.close()
 
 
-def processes_with(text: str) -> list[int]:
-    """Processes whose command line holds ``text`` (this one's excepted)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        pid = int(cmdline.parent.name)
-        if text in line and pid != os.getpid():
-            found.append(pid)
-    return found
-
-
 def wait_gone(text: str, seconds: float = 10.0) -> list[int]:
     deadline = time.monotonic() + seconds
-    while (left := processes_with(text)) and time.monotonic() < deadline:
+    while (left := processes_mentioning(text)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return left
 

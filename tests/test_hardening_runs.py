@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening import record
+from hardening import processes_mentioning, record
 
 from conftest import KERNELS, SCALE_ADD_TOML, cli_env, evoteam, git, scale_add_repo
 
@@ -164,22 +164,6 @@ def _check_run(repo: Path, run: str, head: str) -> list[str]:
     return problems
 
 
-def _live_processes_mentioning(text: str) -> list[int]:
-    """Processes (zombies aside) whose command line mentions ``text``: what a killed run left running."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and text in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
 def _wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -310,8 +294,8 @@ def _kill_once(repo: Path, args: list[str], point: KillPoint) -> Kill:
             time.sleep(0.002)
         kill.landed = proc.wait() == -signal.SIGKILL
     home = str(repo.parent / "home")
-    _wait_for(lambda: not _live_processes_mentioning(home), timeout=10)
-    kill.strays = len(_live_processes_mentioning(home))
+    _wait_for(lambda: not processes_mentioning(home, zombies=False), timeout=10)
+    kill.strays = len(processes_mentioning(home, zombies=False))
     return kill
 
 

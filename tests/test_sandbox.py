@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hardening import REQUIRED_ENV, needs_sandbox, record
+from hardening import REQUIRED_ENV, needs_sandbox, processes_mentioning, record
 from lsp_support import lsp_session, sample_repo
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
@@ -187,30 +187,19 @@ def test_a_sandboxed_process_dies_with_its_parent(tmp_path: Path) -> None:
         stdin=subprocess.PIPE,
     )
     deadline = time.monotonic() + 20
-    while not _with(token) and time.monotonic() < deadline:
+    while not processes_mentioning(token) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _with(token), "the sandboxed sleep did not start"
+    assert processes_mentioning(token), "the sandboxed sleep did not start"
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     assert parent.stdin is not None
     parent.stdin.close()
     deadline = time.monotonic() + 10
-    while _with(token) and time.monotonic() < deadline:
+    while processes_mentioning(token) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = _with(token)
+    left = processes_mentioning(token)
     record("sandbox", "dies with its parent", f"parent killed -9; sandboxed processes left: {len(left)}", not left)
     assert not left
-
-
-def _with(text: str) -> list[int]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if text.encode() in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return [p for p in found if p != os.getpid()]
 
 
 @needs_bwrap
