@@ -33,14 +33,21 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.environment import cpu_name
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.result import CandidateResult, WorkloadResult
-from evoteam.gpu_bench.runner import LocalRunner
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
-from evoteam.gpu_bench.task import KernelTask, find_task
-from evoteam.gpu_bench.timing import TimingConfig
+from evoteam.gpu_bench.api import (
+    CandidateResult,
+    Definition,
+    EvalConfig,
+    EvaluationStatus,
+    Evaluator,
+    KernelTask,
+    LocalRunner,
+    Solution,
+    TimingConfig,
+    Workload,
+    WorkloadResult,
+    cpu_name,
+    find_task,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EXAMPLE = REPO_ROOT / "examples" / "rmsnorm"

@@ -49,14 +49,23 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.bindings.c_abi import CKernel
-from evoteam.gpu_bench.environment import cpu_name
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.runner import LocalRunner, default_memory_limit_mb
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus, RandomInput, Solution, Workload
-from evoteam.gpu_bench.task import KernelTask, find_task
-from evoteam.gpu_bench.timing import TimingConfig, time_call
+from evoteam.gpu_bench.api import (
+    CKernel,
+    Definition,
+    EvalConfig,
+    EvaluationStatus,
+    Evaluator,
+    KernelTask,
+    LocalRunner,
+    RandomInput,
+    Solution,
+    TimingConfig,
+    Workload,
+    cpu_name,
+    default_memory_limit_mb,
+    find_task,
+    time_call,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO_ROOT / "examples" / "rmsnorm"

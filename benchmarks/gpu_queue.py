@@ -28,16 +28,27 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.reference import reference_solution
-from evoteam.gpu_bench.remote.gpu_queue import Factory, FnJob, GpuQueue
-from evoteam.gpu_bench.remote.queue_runner import QueueRunner
-from evoteam.gpu_bench.remote.scheduling import Utilization
-from evoteam.gpu_bench.runner import LocalRunner, Runner
-from evoteam.gpu_bench.schema import Binding, BuildSpec, EvaluationStatus, Language, Solution, SourceFile
-from evoteam.gpu_bench.task import load_definition, load_workloads
-from evoteam.gpu_bench.timing import TimingConfig
+from evoteam.gpu_bench.api import (
+    Binding,
+    BuildSpec,
+    EvalConfig,
+    EvaluationStatus,
+    Evaluator,
+    Factory,
+    FnJob,
+    GpuQueue,
+    Language,
+    LocalRunner,
+    QueueRunner,
+    Runner,
+    Solution,
+    SourceFile,
+    TimingConfig,
+    Utilization,
+    load_definition,
+    load_workloads,
+    reference_solution,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = REPO_ROOT / "tests" / "data"

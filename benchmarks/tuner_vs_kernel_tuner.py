@@ -41,7 +41,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from evoteam.gpu_bench.environment import cpu_name
+from evoteam.gpu_bench.api import cpu_name
 from evoteam.roles.offline.knobs import apply, describe, find_knobs
 from evoteam.roles.offline.search import Config, Space, run
 

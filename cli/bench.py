@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoteam.gpu_bench.cuda.constraints import Constraints
-from evoteam.gpu_bench.schema import Definition, Solution, Workload
+from evoteam.gpu_bench.api import Constraints, Definition, Solution, Workload
 
 
 @dataclass
@@ -70,8 +69,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evoteam.gpu_bench.runner import BenchInputError, WorkerStartError
-    from evoteam.gpu_bench.task import TaskError
+    from evoteam.gpu_bench.api import BenchInputError, TaskError, WorkerStartError
 
     try:
         job = _job(args)
@@ -85,14 +83,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _job(args: argparse.Namespace) -> _Job:
-    from evoteam.gpu_bench.reference import reference_solution
-    from evoteam.gpu_bench.task import (
+    from evoteam.gpu_bench.api import (
         TaskError,
         dataset_root,
         find_task,
         load_definition,
         load_solution,
         load_workloads,
+        reference_solution,
     )
 
     if args.trials < 3:
@@ -143,14 +141,18 @@ def _job(args: argparse.Namespace) -> _Job:
 
 def _bench(job: _Job, args: argparse.Namespace) -> int:
     from evoteam.cli.render import Reporter
-    from evoteam.gpu_bench.bench import Evaluator
-    from evoteam.gpu_bench.cuda.nvcc import resolve_arch
-    from evoteam.gpu_bench.emit import emit_dataset
-    from evoteam.gpu_bench.evaluate import EvalConfig
-    from evoteam.gpu_bench.remote.select import make_runner, parse_runner
-    from evoteam.gpu_bench.runner import BenchInputError, default_memory_limit_mb
-    from evoteam.gpu_bench.schema import EvaluationStatus
-    from evoteam.gpu_bench.timing import TimingConfig
+    from evoteam.gpu_bench.api import (
+        BenchInputError,
+        EvalConfig,
+        EvaluationStatus,
+        Evaluator,
+        TimingConfig,
+        default_memory_limit_mb,
+        emit_dataset,
+        make_runner,
+        parse_runner,
+        resolve_arch,
+    )
 
     config = EvalConfig(
         trials=args.trials,

@@ -27,9 +27,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evoteam.gpu_bench.check import check_file
-    from evoteam.gpu_bench.schema import Severity
-    from evoteam.gpu_bench.task import TaskError
+    from evoteam.gpu_bench.api import Severity, TaskError, check_file
 
     try:
         result = check_file(args.file, arch=args.arch, flags=args.flags)

@@ -51,7 +51,7 @@ def add_unsafe_flag(p: argparse.ArgumentParser) -> None:
 
 def sandbox_problem(unsafe_no_sandbox: bool) -> str | None:
     """Why agents cannot run here (no sandbox and no ``--unsafe-no-sandbox``), or None; warns when unsafe."""
-    from evoteam.gpu_bench.sandbox import SandboxUnavailable, agent_sandbox
+    from evoteam.gpu_bench.api import SandboxUnavailable, agent_sandbox
 
     try:
         chosen = agent_sandbox(unsafe_no_sandbox)
@@ -99,7 +99,7 @@ def run_evolve(args: argparse.Namespace) -> int:
 
 def select_task(kernel: str, runner: str) -> tuple[Path, Any] | str:
     """The evoteam.toml and task named by ``kernel`` (a name or a kernel file), or the error to print."""
-    from evoteam.gpu_bench.task import TaskError, find_config, load_tasks
+    from evoteam.gpu_bench.api import TaskError, find_config, load_tasks
     from evoteam.supervisor.setup import SetupError, check_runnable
 
     target = Path(kernel)
@@ -168,7 +168,7 @@ def run_resume(args: argparse.Namespace) -> int:
 
 def _resume(root: Path, run: str) -> int:
     from evoteam.cli.runs_view import Progress
-    from evoteam.gpu_bench.task import TaskError
+    from evoteam.gpu_bench.api import TaskError
     from evoteam.roles.backends.choose import BackendError
     from evoteam.supervisor.journal import Journal
     from evoteam.supervisor.lock import RunLocked

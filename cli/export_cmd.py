@@ -35,12 +35,16 @@ def _fail(message: str, code: int = 2) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     from evoteam.cli.runs import run_state
-    from evoteam.gpu_bench.bench import Evaluator
-    from evoteam.gpu_bench.flashinfer_export import ExportError, export_flashinfer, to_flashinfer_solution
-    from evoteam.gpu_bench.remote.select import make_runner
-    from evoteam.gpu_bench.runner import BenchInputError
-    from evoteam.gpu_bench.schema import Solution
-    from evoteam.gpu_bench.task import TaskError
+    from evoteam.gpu_bench.api import (
+        BenchInputError,
+        Evaluator,
+        ExportError,
+        Solution,
+        TaskError,
+        export_flashinfer,
+        make_runner,
+        to_flashinfer_solution,
+    )
     from evoteam.roles.tools.evaluation import TaskEvaluations
     from evoteam.supervisor.setup import SetupError, load_task
 

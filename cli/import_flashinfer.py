@@ -46,8 +46,8 @@ def add_parser(kinds: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from evoteam.gpu_bench.flashinfer_import import FlashInferImportError, ImportOptions, import_flashinfer
-    from evoteam.gpu_bench.task import TaskError, load_solution
+    from evoteam.gpu_bench.api import FlashInferImportError, TaskError, import_flashinfer, load_solution
+    from evoteam.gpu_bench.api import FlashInferImportOptions as ImportOptions
 
     try:
         solution = load_solution(args.solution) if args.solution else None

@@ -57,9 +57,8 @@ def add_parser(kinds: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evoteam.gpu_bench.kernelbench import ImportOptions, KernelBenchError, import_problem
-    from evoteam.gpu_bench.kernelbench_source import SourceError, parse_override
-    from evoteam.gpu_bench.kernelbench_write import write_task
+    from evoteam.gpu_bench.api import KernelBenchError, SourceError, import_problem, parse_override, write_task
+    from evoteam.gpu_bench.api import KernelBenchImportOptions as ImportOptions
 
     try:
         if args.scale is not None and args.scale <= 0:
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read(path: Path) -> str:
-    from evoteam.gpu_bench.kernelbench import KernelBenchError
+    from evoteam.gpu_bench.api import KernelBenchError
 
     try:
         return path.read_text()

@@ -12,9 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evoteam.gpu_bench.build import BuildResult
-from evoteam.gpu_bench.profile import DEFAULT_SECTIONS, ProfileHost, ProfileReport
-from evoteam.gpu_bench.schema import Definition, Solution, Workload
+from evoteam.gpu_bench.api import (
+    DEFAULT_SECTIONS,
+    BuildResult,
+    Definition,
+    ProfileHost,
+    ProfileReport,
+    Solution,
+    Workload,
+)
 
 Builder = Callable[[Solution], BuildResult]
 
@@ -44,15 +50,20 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evoteam.gpu_bench.build import build
-    from evoteam.gpu_bench.profile import LocalHost
+    from evoteam.gpu_bench.api import LocalHost, build
 
     return profile_command(args, LocalHost(), build)
 
 
 def profile_command(args: argparse.Namespace, host: ProfileHost, builder: Builder) -> int:
-    from evoteam.gpu_bench.profile import ProfileRequest, ProfileUnavailable, profile_workload, require_profiler
-    from evoteam.gpu_bench.task import TaskError, find_task
+    from evoteam.gpu_bench.api import (
+        ProfileRequest,
+        ProfileUnavailable,
+        TaskError,
+        find_task,
+        profile_workload,
+        require_profiler,
+    )
 
     try:
         if args.count < 1:
@@ -95,7 +106,7 @@ def profile_command(args: argparse.Namespace, host: ProfileHost, builder: Builde
 
 def select_workload(definition: Definition, workloads: list[Workload], which: str | None) -> Workload:
     """By 0-based index, uuid or unique uuid prefix; by default the one with the most input elements."""
-    from evoteam.gpu_bench.task import TaskError
+    from evoteam.gpu_bench.api import TaskError
 
     if which is None:
         return max(workloads, key=lambda w: _elements(definition, w))

@@ -9,8 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evoteam.gpu_bench.result import CandidateResult
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus, KernelResources
+from evoteam.gpu_bench.api import CandidateResult, Definition, EvaluationStatus, KernelResources
 
 
 class Reporter:
@@ -86,7 +85,7 @@ class Reporter:
 
 
 def resources_table(resources: list[KernelResources]) -> Table:
-    from evoteam.gpu_bench.cuda.resources import demangle
+    from evoteam.gpu_bench.api import demangle
 
     names = demangle([r.name for r in resources])
     table = Table(title="ptxas resources per kernel (bytes)")

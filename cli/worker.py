@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evoteam.gpu_bench.worker.__main__ import add_arguments, run
+from evoteam.gpu_bench.api import add_worker_arguments as add_arguments
+from evoteam.gpu_bench.api import run_worker as run
 
 
 def add_parser(sub: Any) -> None:

@@ -11,11 +11,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evoteam.gpu_bench.build import BuildResult
-from evoteam.gpu_bench.check import CheckResult, check_solution, unverified_constraints
-from evoteam.gpu_bench.cuda.constraints import Constraints
+from evoteam.gpu_bench.build.builder import BuildResult
+from evoteam.gpu_bench.build.check import CheckResult, check_solution, unverified_constraints
+from evoteam.gpu_bench.build.cuda.constraints import Constraints
 from evoteam.gpu_bench.environment import environment
-from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
 from evoteam.gpu_bench.runner import BenchInputError, Progress, Runner, SolutionRun, WorkloadRun
 from evoteam.gpu_bench.schema import (
@@ -30,6 +29,7 @@ from evoteam.gpu_bench.schema import (
     Trace,
     Workload,
 )
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 Clock = Callable[[], datetime]
 

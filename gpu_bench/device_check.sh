@@ -150,7 +150,7 @@ if "$py" - "$repo" >/dev/null 2>&1 <<'EOF'
 import sys
 from pathlib import Path
 
-import evoteam.gpu_bench.profile as p
+import evoteam.gpu_bench.profile.ncu as p
 import pytest  # noqa: F401
 
 sys.exit(0 if Path(p.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()) else 1)
@@ -159,13 +159,13 @@ then
   echo "== evoteam: already installed from this tree"
 else
   step install-evoteam 240 "$py" -m pip install "${pip_opts[@]}" -e ".[dev,gpu]"
-  if ! "$py" -c 'import evoteam.gpu_bench.profile, pytest' >/dev/null 2>&1; then
+  if ! "$py" -c 'import evoteam.gpu_bench.profile.ncu, pytest' >/dev/null 2>&1; then
     step install-evoteam-dev 180 "$py" -m pip install "${pip_opts[@]}" -e ".[dev]"
   fi
-  if ! "$py" -c 'import evoteam.gpu_bench.profile' >/dev/null 2>&1; then
+  if ! "$py" -c 'import evoteam.gpu_bench.profile.ncu' >/dev/null 2>&1; then
     step install-evoteam-offline 120 "$py" -m pip install "${pip_opts[@]}" --no-build-isolation --no-deps -e .
   fi
-  if ! "$py" -c 'import evoteam.gpu_bench.profile' >/dev/null 2>&1; then
+  if ! "$py" -c 'import evoteam.gpu_bench.profile.ncu' >/dev/null 2>&1; then
     # not installable here: import it from a tree of links (the installed layout), as scripts/typecheck does
     links=$(mktemp -d -t evoteam-links.XXXXXX)
     mkdir -p "$links/evoteam"
@@ -206,7 +206,7 @@ if ncu=$(find_tool ncu); then
 import sys
 from pathlib import Path
 
-from evoteam.gpu_bench.profile import ProfileReport
+from evoteam.gpu_bench.profile.ncu import ProfileReport
 
 report = ProfileReport.model_validate_json(Path(sys.argv[1]).read_text())
 for k in report.kernels:

@@ -63,10 +63,10 @@ def ours(
     kernel: str, root: Path, max_time_s: float
 ) -> tuple[KernelTask, list[Workload], dict[str, float | None], dict[str, str]]:
     """The kernel's task, workloads, and per-workload median ms / status through the evaluator's worker."""
-    from evoteam.gpu_bench.evaluate import EvalConfig
     from evoteam.gpu_bench.runner import LocalRunner
     from evoteam.gpu_bench.task import find_task
-    from evoteam.gpu_bench.timing import TimingConfig
+    from evoteam.gpu_bench.timing.statistics import TimingConfig
+    from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
     task = find_task(kernel, root)
     definition, workloads = task.load_definition(), task.load_workloads()
@@ -87,10 +87,10 @@ def do_bench_times(task: KernelTask, workloads: list[Workload], do_bench: Callab
     """Median ms per workload from ``do_bench`` on the same built kernel (seeded inputs, as the evaluator makes)."""
     import torch
 
+    from evoteam.gpu_bench.bindings.dtypes import torch_dtype
     from evoteam.gpu_bench.bindings.load import load_kernel
-    from evoteam.gpu_bench.build import build
-    from evoteam.gpu_bench.dtypes import torch_dtype
-    from evoteam.gpu_bench.inputs import make_inputs
+    from evoteam.gpu_bench.build.builder import build
+    from evoteam.gpu_bench.verify.inputs import make_inputs
 
     definition = task.load_definition()
     solution = task.source_solution(definition)

@@ -8,8 +8,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from evoteam.gpu_bench.build import compiler_identity, cxx_compiler
-from evoteam.gpu_bench.cuda.nvcc import find_nvcc, nvcc_identity
+from evoteam.gpu_bench.build.builder import compiler_identity, cxx_compiler
+from evoteam.gpu_bench.build.cuda.nvcc import find_nvcc, nvcc_identity
 from evoteam.gpu_bench.schema import Environment
 
 

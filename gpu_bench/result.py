@@ -6,9 +6,9 @@ import math
 
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.build import BuildResult
+from evoteam.gpu_bench.build.builder import BuildResult
 from evoteam.gpu_bench.schema import EvaluationStatus, KernelResources, Trace
-from evoteam.gpu_bench.timing import TimingStats
+from evoteam.gpu_bench.timing.statistics import TimingStats
 
 
 class WorkloadResult(BaseModel):

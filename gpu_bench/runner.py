@@ -16,10 +16,10 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from evoteam.gpu_bench.build import BUILD_TIMEOUT_S, BuildResult
-from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
+from evoteam.gpu_bench.build.builder import BUILD_TIMEOUT_S, BuildResult
 from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
+from evoteam.gpu_bench.worker.evaluate import EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.worker.protocol import BuildRequest, Built, Evaluated, EvaluateRequest, Failed
 
 

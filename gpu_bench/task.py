@@ -9,8 +9,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evoteam.gpu_bench.cuda.constraints import Constraints
-from evoteam.gpu_bench.reference import reference_solution
+from evoteam.gpu_bench.build.cuda.constraints import Constraints
 from evoteam.gpu_bench.schema import (
     Binding,
     BuildSpec,
@@ -22,6 +21,7 @@ from evoteam.gpu_bench.schema import (
     Trace,
     Workload,
 )
+from evoteam.gpu_bench.verify.reference import reference_solution
 
 CONFIG_NAME = "evoteam.toml"
 _M = TypeVar("_M", bound=BaseModel)

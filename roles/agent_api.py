@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.schema import Solution
+from evoteam.gpu_bench.api import Solution
 from evoteam.roles.budget import TokenBudget
 from evoteam.roles.llm import Usage
 from evoteam.roles.prompt import TaskPrompt

@@ -13,9 +13,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
-from evoteam.gpu_bench.cuda.constraints import Constraints
-from evoteam.gpu_bench.schema import AxisConst, Definition, Workload
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import AxisConst, Constraints, Definition, KernelTask, Workload
 
 KNOWN_VARIABLES: dict[str, str] = {
     "kernel": "the kernel task's name",

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoteam.gpu_bench.task import KernelTask, TaskError, find_config, load_tasks
+from evoteam.gpu_bench.api import KernelTask, TaskError, find_config, load_tasks
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoteam.gpu_bench.schema import Definition, Workload
-from evoteam.gpu_bench.task import CONFIG_NAME, find_config, load_tasks
+from evoteam.gpu_bench.api import CONFIG_NAME, Definition, Workload, find_config, load_tasks
 
 LANGUAGES = {".cpp": ("cpp", "c"), ".cc": ("cpp", "c"), ".cu": ("cuda", "c"), ".py": ("python", "python")}
 """Kernel file suffix → (language, binding) of its scaffold."""

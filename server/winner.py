@@ -14,7 +14,7 @@ from lsprotocol import types as lsp
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import Workspace
 
-from evoteam.gpu_bench.task import KernelTask, TaskError
+from evoteam.gpu_bench.api import KernelTask, TaskError
 from evoteam.server.convert import whole_document
 from evoteam.server.project import Project
 from evoteam.server.run_index import RunEntry

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import KernelTask
 from evoteam.roles.agent import EventSink
 from evoteam.roles.agent_api import Agent
 from evoteam.roles.backends.choose import BackendName, make_agent

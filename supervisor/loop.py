@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evoteam.gpu_bench.result import CandidateResult
-from evoteam.gpu_bench.schema import EvaluationStatus, Solution
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import CandidateResult, EvaluationStatus, KernelTask, Solution
 from evoteam.roles.agent import AgentEvent
 from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
 from evoteam.roles.budget import TokenBudget

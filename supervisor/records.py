@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.api import EvaluationStatus
 
 
 class WorkloadOutcome(BaseModel):

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.api import EvaluationStatus
 from evoteam.roles.llm import Usage
 from evoteam.supervisor.decision import SupervisorDecision, describe
 from evoteam.supervisor.journal import Event

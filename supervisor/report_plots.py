@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.api import EvaluationStatus
 from evoteam.supervisor.report_data import MARK_KINDS, RoleTokens, RoundPoint, Timeline, Winner
 
 DPI = 110

@@ -6,10 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.runner import Runner
-from evoteam.gpu_bench.task import KernelTask, load_tasks
+from evoteam.gpu_bench.api import EvalConfig, Evaluator, KernelTask, Runner, load_tasks
 from evoteam.roles.backends.choose import choose_backend
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
@@ -48,7 +45,7 @@ def make_services(
     task: KernelTask, config: RunConfig, env: Mapping[str, str] | None = None, runner: Runner | None = None
 ) -> tuple[RunServices, Runner]:
     """The run's services and its runner (the caller closes it)."""
-    from evoteam.gpu_bench.remote.select import make_runner
+    from evoteam.gpu_bench.api import make_runner
 
     env = dict(os.environ if env is None else env)
     backend = choose_backend(config.llm, env)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.api import EvaluationStatus
 from evoteam.supervisor.records import CandidateRecord, RoundRecord
 
 SignalName = Literal[

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evoteam.gpu_bench.cuda.constraints import Constraints
+from evoteam.gpu_bench.api import Constraints
 
 Protocol = Literal["sequential", "parallel"]
 """sequential: a pipeline in role order on one workspace, each role seeing what the ones before it did (e.g.

@@ -13,7 +13,7 @@ import pytest
 
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.runner import LocalRunner
-from evoteam.gpu_bench.timing import TimingConfig
+from evoteam.gpu_bench.timing.statistics import TimingConfig
 
 pytest.importorskip("kernel_tuner", reason="kernel-tuner is not installed")
 

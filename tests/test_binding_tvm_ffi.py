@@ -10,12 +10,12 @@ import pytest
 pytest.importorskip("tvm_ffi")
 
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.task import KernelTask, find_task
-from evoteam.gpu_bench.timing import TimingConfig
+from evoteam.gpu_bench.timing.statistics import TimingConfig
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm"
 EXPORT = "TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm, rmsnorm);"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, TESTS
-from evoteam.gpu_bench.cuda.nvcc import find_cuobjdump, find_nvcc
+from evoteam.gpu_bench.build.cuda.nvcc import find_cuobjdump, find_nvcc
 
 pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evoteam.gpu_bench.cuda.constraints import Constraints, check
+from evoteam.gpu_bench.build.cuda.constraints import Constraints, check
 from evoteam.gpu_bench.schema import KernelResources
 
 PTX_WMMA = """

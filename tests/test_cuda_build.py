@@ -9,11 +9,10 @@ import pytest
 
 from conftest import TESTS, quick_config
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.build import BuildResult, build
-from evoteam.gpu_bench.check import check_solution
-from evoteam.gpu_bench.cuda.constraints import Constraints
-from evoteam.gpu_bench.cuda.nvcc import find_cuobjdump, find_nvcc
-from evoteam.gpu_bench.evaluate import WorkloadOutcome
+from evoteam.gpu_bench.build.builder import BuildResult, build
+from evoteam.gpu_bench.build.check import check_solution
+from evoteam.gpu_bench.build.cuda.constraints import Constraints
+from evoteam.gpu_bench.build.cuda.nvcc import find_cuobjdump, find_nvcc
 from evoteam.gpu_bench.runner import SolutionRun, WorkloadRun
 from evoteam.gpu_bench.schema import (
     Binding,
@@ -28,7 +27,8 @@ from evoteam.gpu_bench.schema import (
     SourceFile,
     Workload,
 )
-from evoteam.gpu_bench.timing import TimingStats
+from evoteam.gpu_bench.timing.statistics import TimingStats
+from evoteam.gpu_bench.worker.evaluate import WorkloadOutcome
 
 pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
 needs_cuobjdump = pytest.mark.skipif(find_cuobjdump() is None, reason="cuobjdump is not installed")

@@ -13,10 +13,10 @@ from typing import Protocol
 import cuda_recordings as recordings
 import pytest
 
-from evoteam.gpu_bench.cuda.diagnostics import parse_diagnostics
-from evoteam.gpu_bench.cuda.edg_output import realign_column
-from evoteam.gpu_bench.cuda.paths import relative_path
-from evoteam.gpu_bench.cuda.ptx_lines import map_ptx_lines
+from evoteam.gpu_bench.build.cuda.diagnostics import parse_diagnostics
+from evoteam.gpu_bench.build.cuda.edg_output import realign_column
+from evoteam.gpu_bench.build.cuda.paths import relative_path
+from evoteam.gpu_bench.build.cuda.ptx_lines import map_ptx_lines
 from evoteam.gpu_bench.schema import Diagnostic, Related, Severity
 
 CUDA = Path(__file__).parent / "cuda"

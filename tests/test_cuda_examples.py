@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from evoteam.gpu_bench.cuda.constraints import check
-from evoteam.gpu_bench.cuda.nvcc import find_nvcc
+from evoteam.gpu_bench.build.cuda.constraints import check
+from evoteam.gpu_bench.build.cuda.nvcc import find_nvcc
 from evoteam.gpu_bench.schema import Binding, KernelResources, Language
 from evoteam.gpu_bench.task import KernelTask, load_tasks
 
@@ -131,7 +131,7 @@ def test_the_improved_kernel_meets_its_constraints(compiled: dict[str, Compiled]
 
 def test_evoteam_check_accepts_every_cuda_example(tmp_path: Path) -> None:
     """The project's own compile-only path (``evoteam check``) on the same files, with the task's constraints."""
-    from evoteam.gpu_bench.check import check_file
+    from evoteam.gpu_bench.build.check import check_file
 
     for name in CUDA_TASKS:
         result = check_file(tasks()[name].source, cache_root=tmp_path)

@@ -13,21 +13,11 @@ import pytest
 import torch
 
 from conftest import DATA, kernel_solution
-from evoteam.gpu_bench import evaluate
 from evoteam.gpu_bench.bindings import KernelLoadError
 from evoteam.gpu_bench.bindings.device import device_for, is_device_error
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.bindings.pycuda_kernel import argument_format
-from evoteam.gpu_bench.cuda.launch import Launch, LaunchError, compile_expression
-from evoteam.gpu_bench.evaluate import DeviceFault, EvalConfig, WorkloadOutcome
-from evoteam.gpu_bench.gpu_lock import GpuLockTimeout, gpu_lock, physical_key
-from evoteam.gpu_bench.gpu_timing import (
-    MIN_FLUSH_BYTES,
-    TimingMismatch,
-    cross_check,
-    flush_buffer_bytes,
-    time_cuda_call,
-)
+from evoteam.gpu_bench.build.cuda.launch import Launch, LaunchError, compile_expression
 from evoteam.gpu_bench.schema import (
     AxisConst,
     AxisVar,
@@ -43,9 +33,18 @@ from evoteam.gpu_bench.schema import (
     TensorSpec,
 )
 from evoteam.gpu_bench.task import load_definition, load_workloads
-from evoteam.gpu_bench.timing import TimingConfig
-from evoteam.gpu_bench.worker import client, server
+from evoteam.gpu_bench.timing.gpu import (
+    MIN_FLUSH_BYTES,
+    TimingMismatch,
+    cross_check,
+    flush_buffer_bytes,
+    time_cuda_call,
+)
+from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, gpu_lock, physical_key
+from evoteam.gpu_bench.timing.statistics import TimingConfig
+from evoteam.gpu_bench.worker import client, evaluate, server
 from evoteam.gpu_bench.worker.client import WorkerProcess, worker_environment
+from evoteam.gpu_bench.worker.evaluate import DeviceFault, EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.worker.protocol import Evaluated, EvaluateRequest
 
 AXES = ["n", "m"]

@@ -9,8 +9,8 @@ from typing import Protocol
 import cuda_recordings as recordings
 import pytest
 
-from evoteam.gpu_bench.cuda import resources
-from evoteam.gpu_bench.cuda.resources import demangle, parse_resources
+from evoteam.gpu_bench.build.cuda import resources
+from evoteam.gpu_bench.build.cuda.resources import demangle, parse_resources
 from evoteam.gpu_bench.schema import KernelResources
 
 CUDA = Path(__file__).parent / "cuda"

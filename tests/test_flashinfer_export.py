@@ -13,8 +13,7 @@ from safetensors.torch import save_file
 
 from conftest import DATA, kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.flashinfer_export import ExportError, export_flashinfer, to_flashinfer_solution
-from evoteam.gpu_bench.reference import reference_solution
+from evoteam.gpu_bench.interop.flashinfer.export import ExportError, export_flashinfer, to_flashinfer_solution
 from evoteam.gpu_bench.schema import (
     Binding,
     BuildSpec,
@@ -31,6 +30,7 @@ from evoteam.gpu_bench.schema import (
     Workload,
 )
 from evoteam.gpu_bench.task import load_definition
+from evoteam.gpu_bench.verify.reference import reference_solution
 
 
 def _fib_data() -> Any:

@@ -13,12 +13,12 @@ import pytest
 
 from conftest import kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.remote.gpu_queue import Factory, FnJob, GpuQueue, JobResult, JobStatus, QueueClosed
 from evoteam.gpu_bench.remote.queue_runner import QueueRunner
 from evoteam.gpu_bench.remote.scheduling import Outcome, Scheduler, SlotReport
 from evoteam.gpu_bench.runner import BenchInputError, LocalRunner, Runner
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Workload
+from evoteam.gpu_bench.verify.reference import reference_solution
 
 # --- the pure scheduler, driven by a discrete-event simulation -----------------------------------------
 

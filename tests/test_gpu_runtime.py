@@ -12,11 +12,7 @@ import torch
 
 from conftest import KERNELS
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.cuda.nvcc import find_nvcc
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.gpu_lock import GpuLockTimeout, device_key, gpu_lock
-from evoteam.gpu_bench.gpu_timing import TorchCudaDevice, flush_buffer_bytes, time_cuda_call
-from evoteam.gpu_bench.reference import reference_solution
+from evoteam.gpu_bench.build.cuda.nvcc import find_nvcc
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import (
@@ -30,7 +26,11 @@ from evoteam.gpu_bench.schema import (
     SourceFile,
     Workload,
 )
-from evoteam.gpu_bench.timing import TimingConfig
+from evoteam.gpu_bench.timing.gpu import TorchCudaDevice, flush_buffer_bytes, time_cuda_call
+from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
+from evoteam.gpu_bench.timing.statistics import TimingConfig
+from evoteam.gpu_bench.verify.reference import reference_solution
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")]
 

@@ -22,11 +22,11 @@ from hardening import needs_sandbox, processes_mentioning, record
 
 from conftest import KERNELS, git, init_repo, kernel_solution, quick_config, reference_solution, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Definition, Workload
 from evoteam.gpu_bench.schema import EvaluationStatus as S
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.git_store import GitStore

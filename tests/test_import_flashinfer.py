@@ -15,14 +15,14 @@ import pytest
 from conftest import SHARED_DATA
 from evoteam.cli import import_flashinfer as cli_import
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.flashinfer_import import ImportOptions, ImportReport, import_flashinfer
+from evoteam.gpu_bench.interop.flashinfer.importer import ImportOptions, ImportReport, import_flashinfer
+from evoteam.gpu_bench.interop.synth.workloads import SYNTHETIC_PREFIX, smallest_bytes
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import BenchInputError, LocalRunner
 from evoteam.gpu_bench.schema import EvaluationStatus, SafetensorsInput
-from evoteam.gpu_bench.synthesize import SYNTHETIC_PREFIX, smallest_bytes
 from evoteam.gpu_bench.task import KernelTask, load_definition, load_tasks
-from evoteam.gpu_bench.timing import TimingConfig
+from evoteam.gpu_bench.timing.statistics import TimingConfig
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 needs_dataset = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="the FlashInfer Trace dataset is not in ../shared")
 LIMIT_MB = 32

@@ -15,16 +15,21 @@ from safetensors.torch import load_file
 from conftest import TESTS, quick_config
 from evoteam.cli import import_kernelbench
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig, make_reference
-from evoteam.gpu_bench.kernelbench import ImportOptions, candidate_solution, default_name, import_problem
-from evoteam.gpu_bench.kernelbench_source import SourceError, find_constants, parse_override, rewrite, scaled
-from evoteam.gpu_bench.kernelbench_values import not_like_randn
-from evoteam.gpu_bench.reference import reference_solution
+from evoteam.gpu_bench.interop.kernelbench.problem import (
+    ImportOptions,
+    candidate_solution,
+    default_name,
+    import_problem,
+)
+from evoteam.gpu_bench.interop.kernelbench.source import SourceError, find_constants, parse_override, rewrite, scaled
+from evoteam.gpu_bench.interop.kernelbench.values import not_like_randn
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import EvaluationStatus, RandomInput, SafetensorsInput, Solution
 from evoteam.gpu_bench.task import KernelTask, find_task, load_tasks
-from evoteam.gpu_bench.timing import TimingConfig
+from evoteam.gpu_bench.timing.statistics import TimingConfig
+from evoteam.gpu_bench.verify.reference import reference_solution
+from evoteam.gpu_bench.worker.evaluate import EvalConfig, make_reference
 
 SAMPLES = TESTS / "kernelbench"
 MATMUL = SAMPLES / "1_Square_matrix_multiplication_.py"

@@ -9,10 +9,10 @@ from safetensors.torch import save_file
 
 from conftest import DATA, Bench, kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import EvaluationStatus, SafetensorsInput, ScalarInput, Workload
 from evoteam.gpu_bench.task import load_definition
+from evoteam.gpu_bench.verify.reference import reference_solution
 
 
 def test_scalar_input_is_passed_by_value_to_the_c_abi(evaluator: Evaluator) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import KERNELS, quick_config, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.check import CheckResult
+from evoteam.gpu_bench.build.check import CheckResult
 from evoteam.roles.agent import AgentEvent
 from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
 from evoteam.roles.budget import TokenBudget

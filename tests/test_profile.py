@@ -15,9 +15,8 @@ import pytest
 from conftest import DATA, REPO
 from evoteam.cli.main import build_parser
 from evoteam.cli.profile import profile_command, select_workload
-from evoteam.gpu_bench.build import BuildResult
-from evoteam.gpu_bench.ncu_csv import number, parse_raw_csv
-from evoteam.gpu_bench.profile import (
+from evoteam.gpu_bench.build.builder import BuildResult
+from evoteam.gpu_bench.profile.ncu import (
     DEFAULT_SECTIONS,
     FakeHost,
     LocalHost,
@@ -29,6 +28,7 @@ from evoteam.gpu_bench.profile import (
     profile_workload,
     require_profiler,
 )
+from evoteam.gpu_bench.profile.ncu_csv import number, parse_raw_csv
 from evoteam.gpu_bench.schema import Solution
 from evoteam.gpu_bench.task import TaskError, find_task
 
@@ -104,7 +104,7 @@ def test_ncu_command_line() -> None:
         "--section", "SpeedOfLight", "--section", "Occupancy", "--section", "MemoryWorkloadAnalysis",
         "--csv", "--page", "raw", "--print-units", "base", "--target-processes", "all",
         "-k", "regex:rmsnorm", "-c", "1", "--log-file", "/tmp/ncu.csv",
-        "py", "-m", "evoteam.gpu_bench.profile_target", "/tmp/r.json",
+        "py", "-m", "evoteam.gpu_bench.profile.target", "/tmp/r.json",
     ]  # fmt: skip
     custom = ncu_command(Path("ncu"), Path("r"), Path("l"), "k.*", sections=["LaunchStats"], count=3)
     assert custom[1:3] == ["--section", "LaunchStats"] and custom[custom.index("-c") + 1] == "3"
@@ -145,7 +145,7 @@ def test_profile_workload_runs_ncu_on_the_target_and_reads_its_log() -> None:
     (command,) = host.commands
     assert command == report.command and command[0] == "/opt/nsight/ncu"
     assert command[command.index("-k") + 1] == "regex:rmsnorm"  # the entry point's name by default
-    assert command[-3:-1] == ["-m", "evoteam.gpu_bench.profile_target"]
+    assert command[-3:-1] == ["-m", "evoteam.gpu_bench.profile.target"]
     assert ProfileRequest.model_validate_json(host.requests[0]) == request
     assert (report.kernel, report.workload, report.axes) == ("rmsnorm_cuda", request.workload.uuid, {"batch_size": 7})
     assert report.sections == list(DEFAULT_SECTIONS)
@@ -256,7 +256,7 @@ def test_profile_target_refuses_a_bad_request(tmp_path: Path) -> None:
     bad = tmp_path / "request.json"
     bad.write_text("{}")
     proc = subprocess.run(
-        [sys.executable, "-m", "evoteam.gpu_bench.profile_target", str(bad)],
+        [sys.executable, "-m", "evoteam.gpu_bench.profile.target", str(bad)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode == 2 and "bad request" in proc.stderr and proc.stdout == ""

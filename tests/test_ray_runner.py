@@ -12,12 +12,12 @@ import ray
 
 from conftest import kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.remote.ray_runner import NoFittingNode, RayHandle, RayJob, RayRunner, task_options
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
+from evoteam.gpu_bench.verify.reference import reference_solution
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 S = EvaluationStatus
 

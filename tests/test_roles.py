@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import DATA, KERNELS
-from evoteam.gpu_bench.cuda.constraints import Constraints
+from evoteam.gpu_bench.build.cuda.constraints import Constraints
 from evoteam.gpu_bench.schema import Binding, Language
 from evoteam.gpu_bench.task import KernelTask, load_workloads
 from evoteam.roles.builtin import BUILTIN_NAMES, builtin_role, builtin_roles, parse_verdict, prompt_name

@@ -26,9 +26,9 @@ from pygls.exceptions import JsonRpcException
 
 from conftest import cli_env, evoteam
 from evoteam.gpu_bench import sandbox
-from evoteam.gpu_bench.check import check_solution
-from evoteam.gpu_bench.gpu_lock import gpu_lock
+from evoteam.gpu_bench.build.check import check_solution
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Language, Solution, SourceFile
+from evoteam.gpu_bench.timing.gpu_lock import gpu_lock
 from evoteam.gpu_bench.worker.client import confined
 from evoteam.gpu_bench.worker.strays import PROCESS_HEADROOM, task_count
 
@@ -300,7 +300,7 @@ def test_a_confined_worker_shares_the_gpu_locks_of_this_machine(
     tmp_path: Path, fresh_choice: pytest.MonkeyPatch
 ) -> None:
     fresh_choice.setenv("EVOTEAM_GPU_LOCKS", str(tmp_path / "locks"))
-    probe = "from evoteam.gpu_bench.gpu_lock import GpuLockTimeout, gpu_lock\n"
+    probe = "from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, gpu_lock\n"
     probe += "try:\n    with gpu_lock('gpu-0', wait_s=0.3):\n        print('got it')\n"
     probe += "except GpuLockTimeout:\n    print('held by another')\n"
     argv, env = confined([sys.executable, "-c", probe], dict(os.environ), tmp_path / "worker", tmp_path / "cache")

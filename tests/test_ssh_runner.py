@@ -20,14 +20,14 @@ import pytest
 
 from conftest import DATA, kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.remote.select import RunnerSpecError, make_runner, parse_runner
 from evoteam.gpu_bench.remote.ssh import SshRunner
 from evoteam.gpu_bench.remote.ssh_target import SshTarget
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner, WorkerStartError, WorkloadRun
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SourceFile, Workload
+from evoteam.gpu_bench.verify.reference import reference_solution
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 SSHD = Path("/usr/sbin/sshd")
 WORKER = [sys.executable, "-m", "evoteam.gpu_bench.worker"]

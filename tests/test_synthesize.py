@@ -11,11 +11,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from conftest import SHARED_DATA
-from evoteam.gpu_bench.inputs import make_inputs
-from evoteam.gpu_bench.schema import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
-from evoteam.gpu_bench.synth_axes import SynthesisError, small_axes, solve_axis_constraints, workload_bytes
-from evoteam.gpu_bench.synth_inputs import expand_groups, synthesize_inputs
-from evoteam.gpu_bench.synthesize import (
+from evoteam.gpu_bench.interop.synth.axes import SynthesisError, small_axes, solve_axis_constraints, workload_bytes
+from evoteam.gpu_bench.interop.synth.inputs import expand_groups, synthesize_inputs
+from evoteam.gpu_bench.interop.synth.workloads import (
     SYNTHETIC_PREFIX,
     blob_relpath,
     complete_workload,
@@ -23,7 +21,9 @@ from evoteam.gpu_bench.synthesize import (
     is_synthetic,
     original_uuid,
 )
+from evoteam.gpu_bench.schema import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
 from evoteam.gpu_bench.task import load_definition, load_workloads
+from evoteam.gpu_bench.verify.inputs import make_inputs
 
 PAGED = {
     "name": "paged_prefill_ps4",

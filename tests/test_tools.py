@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from conftest import KERNELS, scale_add_task
-from evoteam.gpu_bench.build import BuildResult
-from evoteam.gpu_bench.check import CheckResult, check_solution
-from evoteam.gpu_bench.cuda.constraints import Constraints
+from evoteam.gpu_bench.build.builder import BuildResult
+from evoteam.gpu_bench.build.check import CheckResult, check_solution
+from evoteam.gpu_bench.build.cuda.constraints import Constraints
 from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, summarize
 from evoteam.gpu_bench.schema import Diagnostic, EvaluationStatus, KernelResources, Language, Severity, Solution
 from evoteam.roles.agent_api import Submission

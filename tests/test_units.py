@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from conftest import kernel_solution
-from evoteam.gpu_bench.build import build, build_key
-from evoteam.gpu_bench.compare import Errors, Mismatch, compare
-from evoteam.gpu_bench.flush import operand_flusher
+from evoteam.gpu_bench.build.builder import build, build_key
 from evoteam.gpu_bench.result import WorkloadResult, geomean, summarize
 from evoteam.gpu_bench.schema import EvaluationStatus
-from evoteam.gpu_bench.timing import TimingConfig, relative_noise, time_call
+from evoteam.gpu_bench.timing.cpu import time_call
+from evoteam.gpu_bench.timing.flush import operand_flusher
+from evoteam.gpu_bench.timing.statistics import TimingConfig, relative_noise
+from evoteam.gpu_bench.verify.compare import Errors, Mismatch, compare
 
 
 def test_an_element_fails_only_if_both_absolute_and_relative_error_are_too_large() -> None:

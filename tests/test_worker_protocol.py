@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from conftest import DATA, kernel_solution
-from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.schema import EvaluationStatus
 from evoteam.gpu_bench.task import load_definition, load_workloads
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 from evoteam.gpu_bench.worker.protocol import RESPONSE, BuildRequest, Built, Evaluated, EvaluateRequest, Failed, Ready
 
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import torch
 
-from evoteam.gpu_bench.inputs import Value
+from evoteam.gpu_bench.verify.inputs import Value
 
 Call = Callable[[], object]
 """Runs the kernel once. Destination-passing kernels fill the bound outputs; others return their outputs."""

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelLoadError
-from evoteam.gpu_bench.dtypes import c_scalar_type
-from evoteam.gpu_bench.inputs import Value
+from evoteam.gpu_bench.bindings.dtypes import c_scalar_type
 from evoteam.gpu_bench.schema import Definition
+from evoteam.gpu_bench.verify.inputs import Value
 
 
 def load_c_function(library: str, symbol: str, definition: Definition, trailing: Sequence[Any] = ()) -> Any:

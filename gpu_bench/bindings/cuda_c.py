@@ -16,8 +16,8 @@ import torch
 from evoteam.gpu_bench.bindings import Call, KernelCallError
 from evoteam.gpu_bench.bindings.c_abi import c_arguments, load_c_function
 from evoteam.gpu_bench.bindings.device import CUDA, cuda_error_name, current_stream_handle
-from evoteam.gpu_bench.inputs import Value
 from evoteam.gpu_bench.schema import Definition
+from evoteam.gpu_bench.verify.inputs import Value
 
 
 class CudaCKernel:

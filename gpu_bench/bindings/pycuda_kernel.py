@@ -20,10 +20,10 @@ import torch
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelLoadError
 from evoteam.gpu_bench.bindings.cuda_c import check_on_gpu
 from evoteam.gpu_bench.bindings.device import CUDA, current_stream_handle
-from evoteam.gpu_bench.cuda.launch import Launch, LaunchError
-from evoteam.gpu_bench.dtypes import torch_dtype
-from evoteam.gpu_bench.inputs import Value
+from evoteam.gpu_bench.bindings.dtypes import torch_dtype
+from evoteam.gpu_bench.build.cuda.launch import Launch, LaunchError
 from evoteam.gpu_bench.schema import Definition, LaunchSpec
+from evoteam.gpu_bench.verify.inputs import Value
 
 DEFAULT_SHARED_LIMIT = 48 * 1024
 """Dynamic shared memory beyond this needs the kernel's opt-in attribute."""

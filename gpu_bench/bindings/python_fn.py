@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from evoteam.gpu_bench.bindings import Call, KernelLoadError
-from evoteam.gpu_bench.inputs import Value
 from evoteam.gpu_bench.schema import Definition
+from evoteam.gpu_bench.verify.inputs import Value
 
 
 class PythonKernel:

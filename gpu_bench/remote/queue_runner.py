@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.remote.gpu_queue import GpuQueue, SlotFailed
 from evoteam.gpu_bench.runner import Progress, Runner, SolutionRun, WorkerStartError
 from evoteam.gpu_bench.schema import Definition, Solution, Workload
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,8 @@ from typing import Any
 import ray
 from pydantic import BaseModel
 
-from evoteam.gpu_bench.build import BUILD_TIMEOUT_S, BuildResult
-from evoteam.gpu_bench.cuda.nvcc import resolve_arch
-from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
+from evoteam.gpu_bench.build.builder import BUILD_TIMEOUT_S, BuildResult
+from evoteam.gpu_bench.build.cuda.nvcc import resolve_arch
 from evoteam.gpu_bench.runner import (
     BenchInputError,
     LocalRunner,
@@ -42,6 +41,7 @@ from evoteam.gpu_bench.runner import (
 )
 from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.worker.client import STARTUP_TIMEOUT_S
+from evoteam.gpu_bench.worker.evaluate import EvalConfig, WorkloadOutcome
 
 
 class RayJob(BaseModel):

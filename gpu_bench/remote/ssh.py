@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evoteam.gpu_bench.evaluate import EvalConfig
 from evoteam.gpu_bench.remote.ssh_host import SshHost, SshOptions
 from evoteam.gpu_bench.remote.ssh_target import SshTarget
 from evoteam.gpu_bench.remote.ssh_worker import SshWorker
 from evoteam.gpu_bench.runner import Progress, SolutionRun, WorkerStartError, run_solution
 from evoteam.gpu_bench.schema import Definition, Solution, Workload
 from evoteam.gpu_bench.worker.client import WorkerLost
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 DEFAULT_REMOTE_COMMAND = ["evoteam", "worker"]
 INSTALL_HINT = (

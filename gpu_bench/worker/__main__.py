@@ -34,7 +34,7 @@ def confine(args: argparse.Namespace) -> None:
     """Replaces this process by the same worker inside the sandbox (its log folder, cache and evoteam's cache
     writable), with a process limit taken out here, where every process of the user is visible."""
     from evoteam.gpu_bench import sandbox
-    from evoteam.gpu_bench.build import default_cache_root
+    from evoteam.gpu_bench.build.builder import default_cache_root
     from evoteam.gpu_bench.worker.client import confined
     from evoteam.gpu_bench.worker.strays import process_limit
 

@@ -35,9 +35,9 @@ from typing import IO
 from pydantic import ValidationError
 
 from evoteam.gpu_bench import sandbox
-from evoteam.gpu_bench.build import default_cache_root
-from evoteam.gpu_bench.gpu_lock import lock_folder
+from evoteam.gpu_bench.build.builder import default_cache_root
 from evoteam.gpu_bench.schema import Environment
+from evoteam.gpu_bench.timing.gpu_lock import lock_folder
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
     BuildRequest,

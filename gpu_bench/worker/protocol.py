@@ -6,9 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from evoteam.gpu_bench.build import BuildResult
-from evoteam.gpu_bench.evaluate import EvalConfig, WorkloadOutcome
+from evoteam.gpu_bench.build.builder import BuildResult
 from evoteam.gpu_bench.schema import Definition, Environment, Solution, Workload
+from evoteam.gpu_bench.worker.evaluate import EvalConfig, WorkloadOutcome
 
 
 class BuildRequest(BaseModel):

@@ -21,12 +21,15 @@ from typing import IO
 import torch
 from pydantic import ValidationError
 
-from evoteam.gpu_bench import integrity
 from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
 from evoteam.gpu_bench.bindings.load import load_kernel
-from evoteam.gpu_bench.build import build
+from evoteam.gpu_bench.build.builder import build
 from evoteam.gpu_bench.environment import environment
-from evoteam.gpu_bench.evaluate import (
+from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.verify import integrity
+from evoteam.gpu_bench.verify.inputs import InputError
+from evoteam.gpu_bench.worker import strays
+from evoteam.gpu_bench.worker.evaluate import (
     DeviceFault,
     ReferenceFailure,
     RunReference,
@@ -34,9 +37,6 @@ from evoteam.gpu_bench.evaluate import (
     evaluate_workload,
     make_reference,
 )
-from evoteam.gpu_bench.inputs import InputError
-from evoteam.gpu_bench.schema import EvaluationStatus
-from evoteam.gpu_bench.worker import strays
 from evoteam.gpu_bench.worker.protocol import (
     REQUEST,
     BuildRequest,

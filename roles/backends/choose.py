@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import KernelTask
 from evoteam.roles.agent_api import Agent
 
 BackendName = Literal["anthropic", "claude-code", "offline"]

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import KernelTask
 from evoteam.roles.agent import AgentEvent, EventSink
 from evoteam.roles.agent_api import AgentContext, AgentReport, StopReason
 from evoteam.roles.llm import Usage

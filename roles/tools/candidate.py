@@ -8,8 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evoteam.gpu_bench.schema import Solution, SourceFile
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import KernelTask, Solution, SourceFile
 from evoteam.roles.workspace import Workspace, WorkspaceError
 
 

@@ -1,5 +1,5 @@
 """The ``compile`` tool: compile-only facts (diagnostics, per-kernel resources, constraint violations) through a
-``Checker`` — by default ``evoteam.gpu_bench.check.check_solution`` — rendered compactly for the model."""
+``Checker`` — by default ``evoteam.gpu_bench.build.check.check_solution`` — rendered compactly for the model."""
 
 from __future__ import annotations
 
@@ -7,10 +7,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.check import CheckResult, check_solution
-from evoteam.gpu_bench.cuda.constraints import Constraints
-from evoteam.gpu_bench.schema import Severity, Solution
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import CheckResult, Constraints, KernelTask, Severity, Solution, check_solution
 from evoteam.roles.tools import render
 from evoteam.roles.tools.base import Author, ToolResult
 from evoteam.roles.tools.candidate import CandidateError, workspace_solution

@@ -10,15 +10,23 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.build import BuildResult
-from evoteam.gpu_bench.cuda.constraints import Constraints
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
-from evoteam.gpu_bench.runner import BenchInputError
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
-from evoteam.gpu_bench.task import KernelTask
-from evoteam.gpu_bench.timing import TimingStats
+from evoteam.gpu_bench.api import (
+    BenchInputError,
+    BuildResult,
+    CandidateResult,
+    Constraints,
+    Definition,
+    EvalConfig,
+    EvaluationStatus,
+    Evaluator,
+    KernelTask,
+    Solution,
+    TimingStats,
+    Workload,
+    WorkloadResult,
+    overall_status,
+    summarize,
+)
 from evoteam.roles.tools import render
 from evoteam.roles.tools.base import Author, ToolResult
 from evoteam.roles.tools.candidate import CandidateError, workspace_solution

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evoteam.gpu_bench.cuda.constraints import Constraints
-from evoteam.gpu_bench.schema import Definition
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import Constraints, Definition, KernelTask
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.knowledge import KnowledgeStore
 from evoteam.roles.tools.base import TOOL_NAMES, Author, Tool, Toolbox

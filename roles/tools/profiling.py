@@ -7,9 +7,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.runner import BenchInputError
-from evoteam.gpu_bench.schema import EvaluationStatus, KernelResources, Solution
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import BenchInputError, EvaluationStatus, KernelResources, KernelTask, Solution
 from evoteam.roles.tools import render
 from evoteam.roles.tools.base import Author, ToolResult
 from evoteam.roles.tools.candidate import CandidateError, workspace_solution

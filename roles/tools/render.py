@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evoteam.gpu_bench.result import CandidateResult, WorkloadResult
-from evoteam.gpu_bench.schema import Diagnostic, EvaluationStatus, KernelResources
+from evoteam.gpu_bench.api import CandidateResult, Diagnostic, EvaluationStatus, KernelResources, WorkloadResult
 
 MAX_FAILURES = 5
 MAX_SLOWEST = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import KernelTask
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.tools.base import Author, ToolResult
 from evoteam.roles.tools.candidate import CandidateError, SubmitInput, workspace_solution

@@ -14,7 +14,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
-from evoteam.gpu_bench.task import TaskError
+from evoteam.gpu_bench.api import TaskError
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import whole_document
 from evoteam.server.scaffold import Scaffold, can_scaffold, config_for, scaffold_for, write

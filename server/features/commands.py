@@ -19,7 +19,7 @@ from lsprotocol import types as lsp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from evoteam.gpu_bench import sandbox
+from evoteam.gpu_bench.api import current_sandbox
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import run_summary
 from evoteam.server.run_index import RunEntry
@@ -140,7 +140,7 @@ class Commands(Feature):
         command += ["--rounds", str(options.rounds), "--budget", str(options.budget), "--team", options.team]
         command += ["--llm", options.llm, "--runner", options.runner, "--evaluations", str(options.evaluations)]
         command += ["--model", options.model] if options.model else []
-        confinement = await ls.in_background(sandbox.current)
+        confinement = await ls.in_background(current_sandbox)
         if not confinement.isolated and not options.unsafeNoSandbox:
             message = (
                 f"evoteam: Evolve refused: agent-generated code needs a sandbox, and there is "

@@ -21,8 +21,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
 
-from evoteam.gpu_bench.schema import Diagnostic, EvaluationStatus, Severity, Solution, SourceFile
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import Diagnostic, EvaluationStatus, KernelTask, Severity, Solution, SourceFile
 from evoteam.roles.knowledge import Entry, KnowledgeStore
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import entry_line
@@ -176,7 +175,7 @@ def task_solution(task: KernelTask, texts: dict[Path, str]) -> Solution:
 def compile_diagnostics(task: KernelTask, path: Path, texts: dict[Path, str]) -> list[lsp.Diagnostic]:
     """Compile only (through the build cache): the compiler's messages on ``path`` at their ranges, messages on
     the task's other files and on no file at line 1 with their place, and constraint violations."""
-    from evoteam.gpu_bench.check import check_solution
+    from evoteam.gpu_bench.api import check_solution
 
     solution = task_solution(task, texts)
     result = check_solution(solution, task.constraints)

@@ -16,7 +16,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from evoteam.gpu_bench.task import KernelTask
+from evoteam.gpu_bench.api import KernelTask
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import entry_line, result_label
 from evoteam.server.run_index import RunEntry, RunIndex, running

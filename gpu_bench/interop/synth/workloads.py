@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
-from evoteam.gpu_bench.dtypes import torch_dtype
+from evoteam.gpu_bench.bindings.dtypes import torch_dtype
+from evoteam.gpu_bench.interop.synth.axes import SynthesisError, check_constraints, small_axes, workload_bytes
+from evoteam.gpu_bench.interop.synth.inputs import has_rule, synthesize_inputs
 from evoteam.gpu_bench.schema import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
 from evoteam.gpu_bench.schema.workload import InputSpec
-from evoteam.gpu_bench.synth_axes import SynthesisError, check_constraints, small_axes, workload_bytes
-from evoteam.gpu_bench.synth_inputs import has_rule, synthesize_inputs
 
 SYNTHETIC_PREFIX = "synthetic-"
 _NAMESPACE = uuidlib.UUID("6f1c2b1e-5d0a-4c47-9a57-1d3e0f9b7c21")

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evoteam.gpu_bench.kernelbench import ImportedProblem, KernelBenchError
-from evoteam.gpu_bench.kernelbench_codegen import ADAPTER_FILE, ENTRY, MODEL_NEW_FILE
+from evoteam.gpu_bench.interop.kernelbench.codegen import ADAPTER_FILE, ENTRY, MODEL_NEW_FILE
+from evoteam.gpu_bench.interop.kernelbench.problem import ImportedProblem, KernelBenchError
 from evoteam.gpu_bench.schema import Trace
 from evoteam.gpu_bench.task import CONFIG_NAME, TaskError, load_tasks
 

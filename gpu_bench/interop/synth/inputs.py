@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import torch
 
-from evoteam.gpu_bench.dtypes import torch_dtype
+from evoteam.gpu_bench.bindings.dtypes import torch_dtype
+from evoteam.gpu_bench.interop.synth.axes import SynthesisError
 from evoteam.gpu_bench.schema import Definition, TensorSpec
-from evoteam.gpu_bench.synth_axes import SynthesisError
 
 LAYOUT = ("qo_indptr", "kv_indptr", "cu_seqlens", "kv_indices", "kv_last_page_len")
 SAMPLING = ("probs", "top_k", "top_p")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from evoteam.gpu_bench.dtypes import torch_dtype
+from evoteam.gpu_bench.bindings.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
 
 Value = torch.Tensor | int | float | bool

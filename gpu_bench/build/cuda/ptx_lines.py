@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evoteam.gpu_bench.cuda.paths import relative_path
+from evoteam.gpu_bench.build.cuda.paths import relative_path
 from evoteam.gpu_bench.schema import Diagnostic, Related
 
 _FILE = re.compile(r'^\s*\.file\s+(?P<index>\d+)\s+"(?P<path>[^"]*)"')

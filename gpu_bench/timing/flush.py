@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evoteam.gpu_bench.build import compiler_identity, cxx_compiler, default_cache_root
+from evoteam.gpu_bench.build.builder import compiler_identity, cxx_compiler, default_cache_root
 
 Flush = Callable[[], None]
 

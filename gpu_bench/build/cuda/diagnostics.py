@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from evoteam.gpu_bench.cuda.edg_output import parse_edg
-from evoteam.gpu_bench.cuda.gcc_output import GccReader
-from evoteam.gpu_bench.cuda.paths import relative_path
-from evoteam.gpu_bench.cuda.ptx_lines import map_ptx_lines
+from evoteam.gpu_bench.build.cuda.edg_output import parse_edg
+from evoteam.gpu_bench.build.cuda.gcc_output import GccReader
+from evoteam.gpu_bench.build.cuda.paths import relative_path
+from evoteam.gpu_bench.build.cuda.ptx_lines import map_ptx_lines
 from evoteam.gpu_bench.schema import Diagnostic, Related, Severity
 
 __all__ = ["map_ptx_lines", "parse_diagnostics", "relative_path"]

@@ -12,7 +12,7 @@ import keyword
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from evoteam.gpu_bench.cuda.nvcc import resolve_arch
+from evoteam.gpu_bench.build.cuda.nvcc import resolve_arch
 from evoteam.gpu_bench.schema import Binding, Definition, Language, LaunchSpec, Solution
 
 

@@ -25,14 +25,15 @@ from pydantic import BaseModel, Field
 
 from evoteam.gpu_bench.bindings import Call, Kernel, KernelCallError
 from evoteam.gpu_bench.bindings.device import CUDA, cuda_healthy, is_device_error, synchronize
-from evoteam.gpu_bench.compare import Errors, Mismatch, compare
-from evoteam.gpu_bench.dtypes import torch_dtype
-from evoteam.gpu_bench.flush import operand_flusher
-from evoteam.gpu_bench.gpu_lock import GpuLockTimeout, device_key, gpu_lock
-from evoteam.gpu_bench.gpu_timing import TimingMismatch, current_cuda_device, time_cuda_call
-from evoteam.gpu_bench.inputs import Value, make_inputs
+from evoteam.gpu_bench.bindings.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Workload
-from evoteam.gpu_bench.timing import TimingConfig, TimingStats, time_call
+from evoteam.gpu_bench.timing.cpu import time_call
+from evoteam.gpu_bench.timing.flush import operand_flusher
+from evoteam.gpu_bench.timing.gpu import TimingMismatch, current_cuda_device, time_cuda_call
+from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
+from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats
+from evoteam.gpu_bench.verify.compare import Errors, Mismatch, compare
+from evoteam.gpu_bench.verify.inputs import Value, make_inputs
 
 
 class EvalConfig(BaseModel):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.build import BuildResult, build
-from evoteam.gpu_bench.cuda import nvcc
-from evoteam.gpu_bench.cuda.constraints import Constraints, check
+from evoteam.gpu_bench.build.builder import BuildResult, build
+from evoteam.gpu_bench.build.cuda import nvcc
+from evoteam.gpu_bench.build.cuda.constraints import Constraints, check
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Diagnostic, KernelResources, Language, Solution, SourceFile
 from evoteam.gpu_bench.task import KernelTask, TaskError, find_config, load_tasks
 

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from evoteam.gpu_bench.dtypes import torch_dtype
+from evoteam.gpu_bench.bindings.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import AxisConst, DType
 
 RANDN_MIN_VALUES = 256

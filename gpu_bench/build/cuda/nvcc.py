@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from evoteam.gpu_bench.sandbox.run import run_confined
-from evoteam.gpu_bench.tool_version import version_line
+from evoteam.gpu_bench.build.tool_version import version_line
 
 DEFAULT_ARCH = "sm_90a"
 DEFAULT_NVCC_FLAGS = ("-O3",)

@@ -1,20 +1,17 @@
-"""CPU timing: warm-up by time, cache flush outside the timed region, samples until the noise is low.
+"""What timing samples say: the sampling rules (``TimingConfig``), the summary (``TimingStats``) and the noise.
 
-The statistics (median, p20/p80, the median's noise) are shared with GPU timing (``gpu_timing.py``).
+Shared by CPU timing (``cpu.py``) and GPU timing (``gpu.py``): median, p20/p80, and the median's relative 95%
+confidence half-width, which decides when sampling stops.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import time
-from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
-
-from evoteam.gpu_bench.flush import buffer_flusher
 
 
 class TimingConfig(BaseModel):
@@ -50,39 +47,6 @@ class TimingStats(BaseModel):
     """GPU only: bytes written before each sample to evict L2 (None: no flush)."""
 
 
-def time_call(
-    call: Callable[[], object],
-    config: TimingConfig,
-    before_sample: Callable[[int], None] | None = None,
-    clock: Callable[[], int] = time.perf_counter_ns,
-    flush: Callable[[], None] | None = None,
-) -> TimingStats:
-    """Times ``call``; ``before_sample(i)`` runs before sample i, outside the timed region, and so does
-    ``flush`` (default: the big-buffer flush when ``config.flush_cache``). Exceptions of ``call`` propagate."""
-    if flush is None or not config.flush_cache:
-        flush = buffer_flusher() if config.flush_cache else _no_flush
-    warm_calls = 0
-    deadline = clock() + int(config.warmup_s * 1e9)
-    while warm_calls < 3 or clock() < deadline:
-        call()
-        warm_calls += 1
-    samples: list[float] = []
-    stop_at = clock() + int(config.max_time_s * 1e9)
-    noise = math.inf
-    while len(samples) < config.max_samples:
-        if before_sample is not None:
-            before_sample(len(samples))
-        flush()
-        start = clock()
-        call()
-        samples.append((clock() - start) / 1e6)
-        if len(samples) >= config.min_samples:
-            noise = relative_noise(samples)
-            if noise < config.target_noise or clock() > stop_at:
-                break
-    return summarize_samples(samples, warm_calls)
-
-
 def summarize_samples(samples: list[float], warmup_calls: int) -> TimingStats:
     """Median, p20, p80, n and the final noise of per-call latencies in milliseconds."""
     return TimingStats(
@@ -108,7 +72,3 @@ def relative_noise(samples: list[float]) -> float:
 
 def _quantile(samples: list[float], q: float) -> float:
     return float(np.quantile(np.asarray(samples), q))
-
-
-def _no_flush() -> None:
-    return None

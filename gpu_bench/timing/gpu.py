@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
-from evoteam.gpu_bench.timing import TimingConfig, TimingStats, relative_noise, summarize_samples
+from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats, relative_noise, summarize_samples
 
 MIN_FLUSH_BYTES = 64 * 1024**2
 """Used when the device does not report its L2 size."""

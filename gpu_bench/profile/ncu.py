@@ -18,7 +18,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.ncu_csv import KernelProfile, parse_raw_csv
+from evoteam.gpu_bench.profile.ncu_csv import KernelProfile, parse_raw_csv
 from evoteam.gpu_bench.schema import Definition, Solution, Workload
 
 DEFAULT_SECTIONS = ("SpeedOfLight", "Occupancy", "MemoryWorkloadAnalysis")
@@ -116,7 +116,7 @@ class LocalHost:
     def run(self, command: list[str], timeout_s: float, workdir: Path | None = None) -> ProcessResult:
         """Runs ncu in the sandbox, holding the GPU's timing lock, so no evaluator worker times on it meanwhile."""
         from evoteam.gpu_bench import sandbox
-        from evoteam.gpu_bench.gpu_lock import GpuLockTimeout, device_key, gpu_lock
+        from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
 
         if workdir is None:
             with tempfile.TemporaryDirectory(prefix="evoteam-profile-") as tmp:
@@ -188,14 +188,14 @@ def ncu_command(
     count: int = 1,
     python: str = sys.executable,
 ) -> list[str]:
-    """ncu on ``python -m evoteam.gpu_bench.profile_target REQUEST``; the CSV goes to ``log_file`` so that
+    """ncu on ``python -m evoteam.gpu_bench.profile.target REQUEST``; the CSV goes to ``log_file`` so that
     what the kernel prints cannot mix with it."""
     command = [str(ncu)]
     for section in sections:
         command += ["--section", section]
     command += ["--csv", "--page", "raw", "--print-units", "base", "--target-processes", "all"]
     command += ["-k", f"regex:{kernel_regex}", "-c", str(count), "--log-file", str(log_file)]
-    return [*command, python, "-m", "evoteam.gpu_bench.profile_target", str(request)]
+    return [*command, python, "-m", "evoteam.gpu_bench.profile.target", str(request)]
 
 
 def profile_workload(

@@ -1,4 +1,4 @@
-"""The program ncu profiles: ``python -m evoteam.gpu_bench.profile_target REQUEST.json`` loads the built
+"""The program ncu profiles: ``python -m evoteam.gpu_bench.profile.target REQUEST.json`` loads the built
 kernel, makes one workload's inputs on the GPU and calls the kernel a few times.
 
 Exit status 0 when every call returned, 1 when the kernel could not be loaded or called (the reason on stderr),
@@ -13,16 +13,16 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from evoteam.gpu_bench.profile import ProfileRequest
+from evoteam.gpu_bench.profile.ncu import ProfileRequest
 
 
 def run(request: ProfileRequest) -> None:
     """Loads and calls the kernel ``request.calls`` times, then waits for the GPU; errors propagate."""
     import torch
 
+    from evoteam.gpu_bench.bindings.dtypes import torch_dtype
     from evoteam.gpu_bench.bindings.load import load_kernel
-    from evoteam.gpu_bench.dtypes import torch_dtype
-    from evoteam.gpu_bench.inputs import make_inputs
+    from evoteam.gpu_bench.verify.inputs import make_inputs
 
     definition, workload = request.definition, request.workload
     kernel = load_kernel(request.solution, request.artifact, definition)
@@ -43,7 +43,7 @@ def run(request: ProfileRequest) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m evoteam.gpu_bench.profile_target REQUEST.json", file=sys.stderr)
+        print("usage: python -m evoteam.gpu_bench.profile.target REQUEST.json", file=sys.stderr)
         return 2
     try:
         request = ProfileRequest.model_validate_json(Path(args[0]).read_text())

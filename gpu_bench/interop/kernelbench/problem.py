@@ -30,7 +30,7 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.kernelbench_codegen import (
+from evoteam.gpu_bench.interop.kernelbench.codegen import (
     ADAPTER_FILE,
     ENTRY,
     MODEL_NEW_FILE,
@@ -40,8 +40,8 @@ from evoteam.gpu_bench.kernelbench_codegen import (
     reference_code,
     starting_model_new,
 )
-from evoteam.gpu_bench.kernelbench_source import SourceError, find_constants, parse, rewrite, scaled
-from evoteam.gpu_bench.kernelbench_values import (
+from evoteam.gpu_bench.interop.kernelbench.source import SourceError, find_constants, parse, rewrite, scaled
+from evoteam.gpu_bench.interop.kernelbench.values import (
     const_axes,
     describe,
     dtype_of,

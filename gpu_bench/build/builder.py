@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.cuda import nvcc
+from evoteam.gpu_bench.build.cuda import nvcc
 from evoteam.gpu_bench.sandbox.run import run_confined
 from evoteam.gpu_bench.schema import Binding, Diagnostic, KernelResources, Language, Solution
-from evoteam.gpu_bench.tool_version import version_line
+from evoteam.gpu_bench.build.tool_version import version_line
 
 DEFAULT_CXX_FLAGS = ("-O3",)
 BUILD_TIMEOUT_S = 300.0
@@ -140,8 +140,8 @@ def _compile(solution: Solution, work: Path, final: Path) -> BuildResult:
 
 
 def _compile_cuda(solution: Solution, work: Path, final: Path, binding: Binding) -> BuildResult:
-    from evoteam.gpu_bench.cuda.diagnostics import map_ptx_lines, parse_diagnostics
-    from evoteam.gpu_bench.cuda.resources import parse_resources
+    from evoteam.gpu_bench.build.cuda.diagnostics import map_ptx_lines, parse_diagnostics
+    from evoteam.gpu_bench.build.cuda.resources import parse_resources
 
     arch = nvcc.resolve_arch(solution.spec.target_hardware) or nvcc.DEFAULT_ARCH
     output: nvcc.Output = "cubin" if binding == Binding.PYCUDA else "shared"
@@ -167,7 +167,7 @@ def _compile_cuda(solution: Solution, work: Path, final: Path, binding: Binding)
 
 
 def _with_diagnostics(result: BuildResult, solution: Solution, work: Path) -> BuildResult:
-    from evoteam.gpu_bench.cuda.diagnostics import parse_diagnostics
+    from evoteam.gpu_bench.build.cuda.diagnostics import parse_diagnostics
 
     texts = {source.path: source.content for source in solution.sources}
     result.diagnostics = parse_diagnostics(result.log, str(work), host_tool="gcc", sources=texts)

@@ -18,16 +18,21 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.dtypes import torch_dtype
-from evoteam.gpu_bench.flashinfer_kernel import KernelImportError, StartingKernel, reference_kernel, solution_kernel
-from evoteam.gpu_bench.schema import Definition, Solution, Trace, Workload
-from evoteam.gpu_bench.synth_axes import SynthesisError, workload_bytes
-from evoteam.gpu_bench.synthesize import (
+from evoteam.gpu_bench.bindings.dtypes import torch_dtype
+from evoteam.gpu_bench.interop.flashinfer.kernel import (
+    KernelImportError,
+    StartingKernel,
+    reference_kernel,
+    solution_kernel,
+)
+from evoteam.gpu_bench.interop.synth.axes import SynthesisError, workload_bytes
+from evoteam.gpu_bench.interop.synth.workloads import (
     PreparedWorkload,
     complete_workload,
     generate_workloads,
     smallest_bytes,
 )
+from evoteam.gpu_bench.schema import Definition, Solution, Trace, Workload
 from evoteam.gpu_bench.task import CONFIG_NAME, TaskError, load_definition, load_workloads
 
 MB = 1 << 20

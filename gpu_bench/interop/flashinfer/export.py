@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from evoteam.gpu_bench.emit import emit_dataset
+from evoteam.gpu_bench.interop.flashinfer.emit import emit_dataset
 from evoteam.gpu_bench.schema import (
     Binding,
     BuildSpec,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import math
 
-from evoteam.gpu_bench.dtypes import torch_dtype
+from evoteam.gpu_bench.bindings.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import Definition
 
 

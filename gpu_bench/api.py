@@ -1,0 +1,162 @@
+"""The evaluator's public API: the one module that code outside ``gpu_bench/`` imports.
+
+``roles/``, ``supervisor/``, ``server/``, ``cli/`` and ``benchmarks/`` reach the evaluator only through these
+names (``tests/test_layout.py`` checks it); the stage folders behind them (``build/``, ``bindings/``,
+``worker/``, ``verify/``, ``timing/``, ``profile/``, ``interop/``, ``remote/``, ``sandbox/``) may change
+shape without their callers noticing. Grouped by the pipeline: data model → task → build → evaluate → time →
+profile → runners → interop with public benchmarks.
+"""
+
+from __future__ import annotations
+
+from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.bindings.c_abi import CKernel
+from evoteam.gpu_bench.build.builder import BuildResult, build
+from evoteam.gpu_bench.build.check import CheckResult, check_file, check_solution
+from evoteam.gpu_bench.build.cuda.constraints import Constraints
+from evoteam.gpu_bench.build.cuda.nvcc import resolve_arch
+from evoteam.gpu_bench.build.cuda.resources import demangle
+from evoteam.gpu_bench.environment import cpu_name
+from evoteam.gpu_bench.interop.flashinfer.emit import emit_dataset
+from evoteam.gpu_bench.interop.flashinfer.export import ExportError, export_flashinfer, to_flashinfer_solution
+from evoteam.gpu_bench.interop.flashinfer.importer import FlashInferImportError, import_flashinfer
+from evoteam.gpu_bench.interop.flashinfer.importer import ImportOptions as FlashInferImportOptions
+from evoteam.gpu_bench.interop.kernelbench.problem import ImportOptions as KernelBenchImportOptions
+from evoteam.gpu_bench.interop.kernelbench.problem import KernelBenchError, import_problem
+from evoteam.gpu_bench.interop.kernelbench.source import SourceError, parse_override
+from evoteam.gpu_bench.interop.kernelbench.write import write_task
+from evoteam.gpu_bench.profile.ncu import (
+    DEFAULT_SECTIONS,
+    LocalHost,
+    ProfileHost,
+    ProfileReport,
+    ProfileRequest,
+    ProfileUnavailable,
+    profile_workload,
+    require_profiler,
+)
+from evoteam.gpu_bench.remote.gpu_queue import Factory, FnJob, GpuQueue
+from evoteam.gpu_bench.remote.queue_runner import QueueRunner
+from evoteam.gpu_bench.remote.scheduling import Utilization
+from evoteam.gpu_bench.remote.select import make_runner, parse_runner
+from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
+from evoteam.gpu_bench.runner import BenchInputError, LocalRunner, Runner, WorkerStartError, default_memory_limit_mb
+from evoteam.gpu_bench.sandbox import SandboxUnavailable, agent_sandbox
+from evoteam.gpu_bench.sandbox import current as current_sandbox
+from evoteam.gpu_bench.schema import (
+    AxisConst,
+    Binding,
+    BuildSpec,
+    Definition,
+    Diagnostic,
+    EvaluationStatus,
+    KernelResources,
+    Language,
+    RandomInput,
+    Severity,
+    Solution,
+    SourceFile,
+    Workload,
+)
+from evoteam.gpu_bench.task import (
+    CONFIG_NAME,
+    KernelTask,
+    TaskError,
+    dataset_root,
+    find_config,
+    find_task,
+    load_definition,
+    load_solution,
+    load_tasks,
+    load_workloads,
+)
+from evoteam.gpu_bench.timing.cpu import time_call
+from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats
+from evoteam.gpu_bench.verify.reference import reference_solution
+from evoteam.gpu_bench.worker.__main__ import add_arguments as add_worker_arguments
+from evoteam.gpu_bench.worker.__main__ import run as run_worker
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
+
+__all__ = [
+    "CONFIG_NAME",
+    "DEFAULT_SECTIONS",
+    "AxisConst",
+    "BenchInputError",
+    "Binding",
+    "BuildResult",
+    "BuildSpec",
+    "CKernel",
+    "CandidateResult",
+    "CheckResult",
+    "Constraints",
+    "Definition",
+    "Diagnostic",
+    "EvalConfig",
+    "EvaluationStatus",
+    "Evaluator",
+    "ExportError",
+    "Factory",
+    "FlashInferImportError",
+    "FlashInferImportOptions",
+    "FnJob",
+    "GpuQueue",
+    "KernelBenchError",
+    "KernelBenchImportOptions",
+    "KernelResources",
+    "KernelTask",
+    "Language",
+    "LocalHost",
+    "LocalRunner",
+    "ProfileHost",
+    "ProfileReport",
+    "ProfileRequest",
+    "ProfileUnavailable",
+    "QueueRunner",
+    "RandomInput",
+    "Runner",
+    "SandboxUnavailable",
+    "Severity",
+    "Solution",
+    "SourceError",
+    "SourceFile",
+    "TaskError",
+    "TimingConfig",
+    "TimingStats",
+    "Utilization",
+    "WorkerStartError",
+    "Workload",
+    "WorkloadResult",
+    "add_worker_arguments",
+    "agent_sandbox",
+    "build",
+    "check_file",
+    "check_solution",
+    "cpu_name",
+    "current_sandbox",
+    "dataset_root",
+    "default_memory_limit_mb",
+    "demangle",
+    "emit_dataset",
+    "export_flashinfer",
+    "find_config",
+    "find_task",
+    "import_flashinfer",
+    "import_problem",
+    "load_definition",
+    "load_solution",
+    "load_tasks",
+    "load_workloads",
+    "make_runner",
+    "overall_status",
+    "parse_override",
+    "parse_runner",
+    "profile_workload",
+    "reference_solution",
+    "require_profiler",
+    "resolve_arch",
+    "run_worker",
+    "summarize",
+    "time_call",
+    "to_flashinfer_solution",
+    "write_task",
+]

@@ -1,0 +1,1 @@
+"""Public benchmarks in and out: FlashInfer Trace datasets, KernelBench problems, synthesized inputs."""

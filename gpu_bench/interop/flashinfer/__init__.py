@@ -1,0 +1,1 @@
+"""FlashInfer Trace: definitions imported as tasks, their starting kernels, solutions exported as datasets."""

@@ -1,0 +1,50 @@
+"""CPU timing: warm-up by time, cache flush outside the timed region, samples until the noise is low.
+
+The sampling rules and statistics live in ``statistics.py`` (shared with GPU timing, ``gpu.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from evoteam.gpu_bench.timing.flush import buffer_flusher
+from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats, relative_noise, summarize_samples
+
+
+def time_call(
+    call: Callable[[], object],
+    config: TimingConfig,
+    before_sample: Callable[[int], None] | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+    flush: Callable[[], None] | None = None,
+) -> TimingStats:
+    """Times ``call``; ``before_sample(i)`` runs before sample i, outside the timed region, and so does
+    ``flush`` (default: the big-buffer flush when ``config.flush_cache``). Exceptions of ``call`` propagate."""
+    if flush is None or not config.flush_cache:
+        flush = buffer_flusher() if config.flush_cache else _no_flush
+    warm_calls = 0
+    deadline = clock() + int(config.warmup_s * 1e9)
+    while warm_calls < 3 or clock() < deadline:
+        call()
+        warm_calls += 1
+    samples: list[float] = []
+    stop_at = clock() + int(config.max_time_s * 1e9)
+    noise = math.inf
+    while len(samples) < config.max_samples:
+        if before_sample is not None:
+            before_sample(len(samples))
+        flush()
+        start = clock()
+        call()
+        samples.append((clock() - start) / 1e6)
+        if len(samples) >= config.min_samples:
+            noise = relative_noise(samples)
+            if noise < config.target_noise or clock() > stop_at:
+                break
+    return summarize_samples(samples, warm_calls)
+
+
+def _no_flush() -> None:
+    return None
