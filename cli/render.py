@@ -43,8 +43,9 @@ class Reporter:
 
     def show(self, result: CandidateResult, definition: Definition) -> None:
         table = Table(title=f"{result.solution} on {definition.name} vs {result.baseline}")
-        for column in ("workload", "status", "latency ms (p20-p80)", "baseline ms", "speedup", "n"):
-            table.add_column(column, justify="right" if column in ("speedup", "n") else "left")
+        columns = ("workload", "status", "latency ms (p20-p80)", "baseline ms", "speedup", "95% CI", "n", "flags")
+        for column in columns:
+            table.add_column(column, justify="right" if column in ("speedup", "95% CI", "n") else "left")
         for w in result.workloads:
             axes = " ".join(f"{k}={v}" for k, v in w.axes.items()) or w.uuid[:8]
             status = w.status.value if w.status == EvaluationStatus.PASSED else f"[red]{w.status.value}[/red]"
@@ -56,7 +57,9 @@ class Reporter:
                 latency,
                 f"{b.median_ms:.4f}" if b else "-",
                 f"{w.speedup:.2f}x" if w.speedup is not None else "-",
-                str(t.n) if t else "-",
+                f"{w.ci[0]:.2f}-{w.ci[1]:.2f}" if w.ci else "-",
+                str(w.pairs if w.pairs is not None else t.n if t else "-"),
+                ", ".join(w.flags),
             )
         self._out.print(table)
         for w in result.workloads:
@@ -76,9 +79,10 @@ class Reporter:
             self._out.print(result.build.log.strip()[-3000:], markup=False, highlight=False)
         if s.geomean_speedup is not None and s.mean_speedup is not None:
             worst = f"worst {s.worst.speedup:.2f}x" if s.worst and s.worst.speedup is not None else ""
+            ci = f" (95% CI {s.geomean_ci[0]:.3f}-{s.geomean_ci[1]:.3f})" if s.geomean_ci else ""
             self._out.print(
-                f"[bold]{result.status.value}[/bold]  geomean {s.geomean_speedup:.3f}x · mean {s.mean_speedup:.3f}x · "
-                f"{s.faster}/{s.total} faster · {worst}"
+                f"[bold]{result.status.value}[/bold]  geomean {s.geomean_speedup:.3f}x{ci} · "
+                f"mean {s.mean_speedup:.3f}x · {s.faster}/{s.total} faster · {worst}"
             )
         else:
             self._out.print(f"[bold red]{result.status.value}[/bold red]  {s.passed}/{s.total} workloads passed")

@@ -15,7 +15,7 @@ from evoteam.gpu_bench.build.builder import BuildResult
 from evoteam.gpu_bench.build.check import CheckResult, check_solution, unverified_constraints
 from evoteam.gpu_bench.build.cuda.constraints import Constraints
 from evoteam.gpu_bench.environment import environment
-from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
+from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize, workload_flags
 from evoteam.gpu_bench.runner import BenchInputError, Progress, Runner, SolutionRun, WorkloadRun
 from evoteam.gpu_bench.schema import (
     Correctness,
@@ -29,6 +29,7 @@ from evoteam.gpu_bench.schema import (
     Trace,
     Workload,
 )
+from evoteam.gpu_bench.timing.statistics import geomean_ci
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 Clock = Callable[[], datetime]
@@ -39,10 +40,17 @@ def _now() -> datetime:
 
 
 class Evaluator:
-    """Evaluates candidates against a baseline through one runner (whose worker stays warm)."""
+    """Evaluates candidates against a baseline through one runner (whose worker stays warm).
 
-    def __init__(self, runner: Runner, clock: Clock = _now, cache_root: Path | None = None) -> None:
+    The baseline is verified once (cached); each candidate that passes is then timed interleaved with it in
+    the same worker (``paired``, the default): its speedup is the median of per-pair ratios, with a 95%
+    interval per workload and a bootstrap interval of the geomean."""
+
+    def __init__(
+        self, runner: Runner, clock: Clock = _now, cache_root: Path | None = None, paired: bool = True
+    ) -> None:
         self._runner = runner
+        self._paired = paired
         self._clock = clock
         self._cache_root = cache_root
         """Where constraint checks build (here, without a GPU); a local runner on the same cache reuses it."""
@@ -71,7 +79,8 @@ class Evaluator:
             if checked.ok and checked.violations:
                 return self._rejected(definition, workloads, candidate, baseline, checked.violations, checked)
         base = self.baseline_run(definition, workloads, baseline, config, blob_root)
-        run = self._runner.run(definition, workloads, candidate, config, blob_root, progress)
+        timed = config.model_copy(update={"incumbent": baseline}) if self._paired and config.measure else config
+        run = self._runner.run(definition, workloads, candidate, timed, blob_root, progress)
         cuda = candidate.spec.language == Language.CUDA
         if constraints is not None and checked is not None and not checked.ok and run.ok and cuda:
             # it built where it ran (another host) but not here: hold it to what can still be checked
@@ -168,11 +177,13 @@ class Evaluator:
                 result = _workload_result(done, base_by_uuid.get(done.workload.uuid))
                 results.append(result)
                 traces.append(_trace_of(definition, done, result, run.solution, env, timestamp))
+        pairs = [w.outcome.paired.ratios for w in run.workloads if w.outcome.paired is not None]
+        interval = geomean_ci(pairs) if pairs and len(pairs) == len(results) else None
         return CandidateResult(
             status=overall_status([r.status for r in results]) if run.ok else EvaluationStatus.COMPILE_ERROR,
             solution=run.solution.name,
             baseline=base.solution.name,
-            summary=summarize(results),
+            summary=summarize(results, interval),
             traces=traces,
             workloads=results,
             build=run.build,
@@ -182,9 +193,24 @@ class Evaluator:
 
 
 def _workload_result(run: WorkloadRun, base: WorkloadRun | None) -> WorkloadResult:
+    """Paired: the median ratio and its interval; otherwise the ratio of the two runs' medians."""
     o = run.outcome
     speedup = None
     base_timing = base.outcome.timing if base is not None else None
+    paired = o.paired if o.status == EvaluationStatus.PASSED else None
+    if paired is not None:
+        return WorkloadResult(
+            uuid=run.workload.uuid,
+            axes=run.workload.axes,
+            status=o.status,
+            reason=o.reason,
+            timing=o.timing,
+            baseline_timing=paired.incumbent,
+            speedup=paired.ratio,
+            ci=paired.ci,
+            pairs=paired.pairs,
+            flags=workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus),
+        )
     if o.status == EvaluationStatus.PASSED and o.timing is not None and base_timing is not None:
         speedup = base_timing.median_ms / o.timing.median_ms if o.timing.median_ms > 0 else 0.0
     return WorkloadResult(
@@ -195,6 +221,7 @@ def _workload_result(run: WorkloadRun, base: WorkloadRun | None) -> WorkloadResu
         timing=o.timing,
         baseline_timing=base_timing,
         speedup=speedup,
+        flags=workload_flags(speedup, None),
     )
 
 
@@ -216,10 +243,14 @@ def _trace_of(
         )
     performance = None
     if o.status == EvaluationStatus.PASSED:
+        # FlashInfer-Bench's own definition: reference latency / latency (with paired timing, the medians of
+        # the two kernels' interleaved samples; the result's speedup is the median of per-pair ratios)
+        latency = result.timing.median_ms if result.timing else 0.0
+        reference = result.baseline_timing.median_ms if result.baseline_timing else 0.0
         performance = Performance(
-            latency_ms=result.timing.median_ms if result.timing else 0.0,
-            reference_latency_ms=result.baseline_timing.median_ms if result.baseline_timing else 0.0,
-            speedup_factor=result.speedup or 0.0,
+            latency_ms=latency,
+            reference_latency_ms=reference,
+            speedup_factor=reference / latency if latency > 0 else 0.0,
         )
     evaluation = Evaluation(
         status=o.status,

@@ -19,6 +19,43 @@ class WorkloadResult(BaseModel):
     timing: TimingStats | None = None
     baseline_timing: TimingStats | None = None
     speedup: float | None = None
+    """Baseline time / candidate time: with paired timing, the median of per-pair ratios."""
+    ci: tuple[float, float] | None = None
+    """95% confidence interval of ``speedup`` (paired timing only)."""
+    pairs: int | None = None
+    """Pairs the paired timing sampled."""
+    flags: list[str] = Field(default_factory=list)
+    """Why not to trust ``speedup`` as it stands: ``noise`` (the interval does not support the effect claimed),
+    ``excessive`` (over ``EXCESSIVE_SPEEDUP``x), ``contended`` (more runnable tasks than CPUs while timing)."""
+
+
+MIN_EFFECT = 0.02
+"""A speedup within 2% of 1 claims nothing; beyond it the interval must exclude 1."""
+EXCESSIVE_SPEEDUP = 10.0
+"""KernelBench's rule: a speedup above 10x over the task's baseline is suspect until looked at."""
+
+
+def workload_flags(
+    speedup: float | None,
+    ci: tuple[float, float] | None,
+    runnable: float | None = None,
+    cpus: int | None = None,
+    min_effect: float = MIN_EFFECT,
+) -> list[str]:
+    """The flags a speedup earns: ``noise``, ``excessive``, ``contended`` (see ``WorkloadResult.flags``)."""
+    flags: list[str] = []
+    if speedup is None:
+        return flags
+    if ci is not None:
+        lo, hi = ci
+        claims = abs(speedup - 1.0) >= min_effect
+        if (claims and lo <= 1.0 <= hi) or (hi > 0 and lo > 0 and hi / lo > 1.0 + 10 * min_effect):
+            flags.append("noise")
+    if speedup > EXCESSIVE_SPEEDUP:
+        flags.append("excessive")
+    if runnable is not None and cpus is not None and runnable > cpus:
+        flags.append("contended")
+    return flags
 
 
 class Worst(BaseModel):
@@ -33,6 +70,8 @@ class Summary(BaseModel):
     """Geometric mean of per-workload speedups; None unless every workload passed."""
     mean_speedup: float | None
     """Arithmetic mean (FlashInfer-Bench's score); None unless every workload passed."""
+    geomean_ci: tuple[float, float] | None = None
+    """95% bootstrap interval of the geomean (paired timing, every workload passed)."""
     faster: int
     """Workloads where the candidate beat the baseline."""
     total: int
@@ -63,7 +102,8 @@ def overall_status(statuses: list[EvaluationStatus]) -> EvaluationStatus:
     return EvaluationStatus.PASSED
 
 
-def summarize(results: list[WorkloadResult]) -> Summary:
+def summarize(results: list[WorkloadResult], geomean_ci: tuple[float, float] | None = None) -> Summary:
+    """The summary of per-workload results; ``geomean_ci`` is kept only when the geomean exists."""
     passed = [r for r in results if r.status == EvaluationStatus.PASSED and r.speedup is not None]
     speedups = [r.speedup for r in passed if r.speedup is not None]
     everything = len(passed) == len(results) and bool(results)
@@ -77,6 +117,7 @@ def summarize(results: list[WorkloadResult]) -> Summary:
         worst = Worst(uuid=w.uuid, status=w.status, speedup=w.speedup)
     return Summary(
         geomean_speedup=geomean(speedups) if everything else None,
+        geomean_ci=geomean_ci if everything else None,
         mean_speedup=sum(speedups) / len(speedups) if everything else None,
         faster=sum(1 for s in speedups if s > 1.0),
         total=len(results),

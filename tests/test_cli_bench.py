@@ -54,6 +54,12 @@ def test_json_output_has_status_summary_and_flashinfer_traces(tmp_path: Path) ->
         assert t.evaluation is not None and t.evaluation.performance is not None
         perf = t.evaluation.performance
         assert perf.speedup_factor == pytest.approx(perf.reference_latency_ms / perf.latency_ms, rel=1e-6)
+    for w in payload["workloads"]:  # paired timing: the speedup's interval, the pairs, and the flags it earned
+        lo, hi = w["ci"]
+        assert 0 < lo <= w["speedup"] <= hi
+        assert w["pairs"] >= 3 and isinstance(w["flags"], list)
+    lo, hi = summary["geomean_ci"]
+    assert 0 < lo <= hi
 
 
 def test_failing_candidate_exits_1_and_table_names_the_failure(tmp_path: Path) -> None:

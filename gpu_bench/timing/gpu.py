@@ -104,6 +104,32 @@ def time_cuda_call(
     )
 
 
+def cuda_measure(device: CudaDevice, flush: bool) -> Callable[[Callable[[], object]], float]:
+    """One call between CUDA events on the current stream (the L2 flush before the start event), for paired
+    timing (``paired.py``)."""
+
+    def measure(call: Callable[[], object]) -> float:
+        if flush:
+            device.flush_l2()
+        start = device.record()
+        call()
+        end = device.record()
+        device.synchronize()
+        return start.elapsed_ms(end)
+
+    return measure
+
+
+def cuda_warm(device: CudaDevice) -> Callable[[Callable[[], object]], None]:
+    """One untimed call, waited for (warm-up by time must not queue more work than it measures)."""
+
+    def warm(call: Callable[[], object]) -> None:
+        call()
+        device.synchronize()
+
+    return warm
+
+
 def cross_check(
     call: Callable[[], object], device: CudaDevice, median_ms: float, clock: Callable[[], int] = time.perf_counter_ns
 ) -> float:

@@ -11,7 +11,7 @@ import statistics
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class TimingConfig(BaseModel):
@@ -22,7 +22,8 @@ class TimingConfig(BaseModel):
     max_time_s: float = 2.0
     """Stop sampling after this much wall time, noisy or not."""
     target_noise: float = 0.01
-    """Stop once the 95% confidence half-width of the median, relative to the median, is below this."""
+    """Stop once the 95% confidence half-width of the median (paired: of the median ratio), relative to it, is
+    below this."""
     flush_cache: bool = True
     flush_method: Literal["operands", "buffer"] = "operands"
     """``operands`` evicts exactly the kernel's buffers; ``buffer`` writes twice the last-level cache.
@@ -72,3 +73,78 @@ def relative_noise(samples: list[float]) -> float:
 
 def _quantile(samples: list[float], q: float) -> float:
     return float(np.quantile(np.asarray(samples), q))
+
+
+class PairedStats(BaseModel):
+    """An incumbent (A) and a candidate (B) timed alternately on the same inputs: per-pair ratios ``A / B``
+    (above 1: the candidate is faster), their median and its distribution-free 95% confidence interval."""
+
+    ratio: float
+    """Median of the per-pair ratios incumbent time / candidate time: the candidate's speedup."""
+    ci: tuple[float, float]
+    """95% confidence interval of that median (order statistics of the ratios; no normality assumed)."""
+    pairs: int
+    ratios: list[float] = Field(default_factory=list, repr=False)
+    """Every pair's ratio, in order (the geomean's interval over workloads resamples them)."""
+    incumbent: TimingStats
+    """The incumbent's own samples, summarized."""
+    candidate: TimingStats
+    """The candidate's own samples, summarized."""
+    runnable: float | None = None
+    """Mean number of runnable tasks on the machine while sampling (Linux /proc/loadavg), None elsewhere."""
+    cpus: int | None = None
+    """CPUs this worker may run on: above this many runnable tasks the machine was contended."""
+
+
+def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median: the order statistics that bracket it with
+    probability ``level`` (normal approximation of the binomial). Fewer than 6 values: their whole range."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return (math.nan, math.nan)
+    if n < 6:
+        return (ordered[0], ordered[-1])
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2)
+    k = max(0, math.floor((n - z * math.sqrt(n)) / 2) - 1)
+    return (ordered[k], ordered[n - 1 - k])
+
+
+def paired_stats(incumbent_ms: list[float], candidate_ms: list[float], warmup_calls: int) -> PairedStats:
+    """The ratio of each pair (incumbent / candidate), its median and the median's interval."""
+    ratios = [a / b if b > 0 else math.inf for a, b in zip(incumbent_ms, candidate_ms, strict=True)]
+    return PairedStats(
+        ratio=statistics.median(ratios),
+        ci=median_ci(ratios),
+        pairs=len(ratios),
+        ratios=ratios,
+        incumbent=summarize_samples(incumbent_ms, warmup_calls),
+        candidate=summarize_samples(candidate_ms, warmup_calls),
+    )
+
+
+def relative_ci_half_width(ratios: list[float]) -> float:
+    """Half the width of the median's interval, relative to the median (math.inf below 6 pairs)."""
+    if len(ratios) < 6:
+        return math.inf
+    lo, hi = median_ci(ratios)
+    median = statistics.median(ratios)
+    return (hi - lo) / 2 / median if median > 0 else math.inf
+
+
+def geomean_ci(
+    per_workload: list[list[float]], level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Bootstrap interval of the geometric mean over workloads of each workload's median ratio: each resample
+    draws every workload's pairs with replacement. Deterministic for a given ``seed``."""
+    usable = [np.asarray(r, dtype=float) for r in per_workload if len(r) > 0]
+    if not usable or any(bool((r <= 0).any()) or not bool(np.isfinite(r).all()) for r in usable):
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    logs = np.zeros(resamples)
+    for ratios in usable:
+        picks = rng.integers(0, len(ratios), size=(resamples, len(ratios)))
+        logs += np.log(np.median(ratios[picks], axis=1))
+    means = np.exp(logs / len(usable))
+    tail = (1 - level) / 2
+    return (float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail)))

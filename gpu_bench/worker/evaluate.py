@@ -26,12 +26,20 @@ from pydantic import BaseModel, Field
 from evoteam.gpu_bench.bindings import Call, Kernel, KernelCallError
 from evoteam.gpu_bench.bindings.device import CUDA, cuda_healthy, is_device_error, synchronize
 from evoteam.gpu_bench.bindings.dtypes import torch_dtype
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Workload
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.timing.cpu import time_call
-from evoteam.gpu_bench.timing.flush import operand_flusher
-from evoteam.gpu_bench.timing.gpu import TimingMismatch, current_cuda_device, time_cuda_call
+from evoteam.gpu_bench.timing.flush import buffer_flusher, operand_flusher
+from evoteam.gpu_bench.timing.gpu import (
+    TimingMismatch,
+    cross_check,
+    cuda_measure,
+    cuda_warm,
+    current_cuda_device,
+    time_cuda_call,
+)
 from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
-from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats
+from evoteam.gpu_bench.timing.paired import cpu_measure, time_pair
+from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, TimingStats
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch, compare
 from evoteam.gpu_bench.verify.inputs import Value, make_inputs
 
@@ -48,6 +56,10 @@ class EvalConfig(BaseModel):
     timeout_s: float = 60.0
     """Wall-clock limit for one workload (enforced by the caller, who kills the worker)."""
     rotate_inputs: bool = True
+    incumbent: Solution | None = None
+    """Time the kernel interleaved with this one (the start kernel) in the same worker, on the same inputs:
+    the outcome's ``paired`` holds the per-pair ratios, the speedup and its interval. The incumbent's
+    correctness is the caller's to establish (it is the trusted baseline)."""
 
 
 class WorkloadOutcome(BaseModel):
@@ -56,6 +68,8 @@ class WorkloadOutcome(BaseModel):
     max_absolute_error: float | None = None
     max_relative_error: float | None = None
     timing: TimingStats | None = None
+    paired: PairedStats | None = None
+    """Timed against ``EvalConfig.incumbent``: the ratios, their median and interval, both kernels' stats."""
 
 
 class ReferenceFailure(RuntimeError):
@@ -88,7 +102,9 @@ def evaluate_workload(
     reference: RunReference,
     config: EvalConfig,
     blob_root: Path | None,
+    incumbent: Kernel | None = None,
 ) -> WorkloadOutcome:
+    """Verifies ``kernel`` on fresh trials, then times it (interleaved with ``incumbent`` when given)."""
     axes = definition.axis_values(workload.axes)
     worst = Errors(0.0, 0.0)
     previous: _Trial | None = None
@@ -126,7 +142,7 @@ def evaluate_workload(
     )
     if not config.measure:
         return passed
-    return _time(kernel, definition, axes, trials, config, passed)
+    return _time(kernel, definition, axes, trials, config, passed, incumbent)
 
 
 def _time(
@@ -136,6 +152,7 @@ def _time(
     contents: list[_Trial],
     config: EvalConfig,
     passed: WorkloadOutcome,
+    incumbent: Kernel | None = None,
 ) -> WorkloadOutcome:
     """Times the kernel on one set of buffers whose contents alternate between the last two trials."""
     if any(not isinstance(v, torch.Tensor) and v != contents[0].pristine[k] for k, v in contents[-1].pristine.items()):
@@ -156,8 +173,22 @@ def _time(
         if not kernel.destination_passing:
             returned[:] = [result]
 
+    paired: PairedStats | None = None
     try:
-        if kernel.device == CUDA:
+        if incumbent is not None:
+            incumbent_outputs = _nan_outputs(definition, axes, kernel.device)
+            incumbent_call = incumbent.bind(buffers, incumbent_outputs, axes)
+            paired = _time_paired(
+                incumbent_call,
+                timed,
+                kernel.device,
+                config,
+                before_sample,
+                buffers,
+                {**outputs, **_prefixed(incumbent_outputs)},
+            )
+            stats = paired.candidate
+        elif kernel.device == CUDA:
             stats = _time_on_gpu(timed, config, before_sample)
         else:
             stats = time_call(timed, config.timing, before_sample, flush=_cpu_flush(config, buffers, outputs))
@@ -185,7 +216,52 @@ def _time(
             reason=f"outputs after timing differ from the reference (the kernel behaves differently when timed): "
             f"{checked.reason}",
         )
-    return passed.model_copy(update={"timing": stats})
+    return passed.model_copy(update={"timing": stats, "paired": paired})
+
+
+def _time_paired(
+    incumbent: Call,
+    candidate: Call,
+    device: str,
+    config: EvalConfig,
+    before_pair: Callable[[int], None],
+    buffers: Mapping[str, Value],
+    outputs: Mapping[str, torch.Tensor],
+) -> PairedStats:
+    """The incumbent and the candidate interleaved (``timing/paired.py``); on a GPU under its lock, with
+    CUDA events, and the candidate's wall-clock cross-check afterwards."""
+    if device != CUDA:
+        flush = _cpu_flush(config, buffers, outputs) or _buffer_flush(config)
+        return time_pair(incumbent, candidate, config.timing, cpu_measure(flush), _call_once, before_pair)
+    gpu = current_cuda_device()
+    with gpu_lock(device_key(gpu.index), wait_s=config.timeout_s):
+        measure = cuda_measure(gpu, config.timing.flush_cache)
+        paired = time_pair(incumbent, candidate, config.timing, measure, cuda_warm(gpu), before_pair)
+        wall = cross_check(candidate, gpu, paired.candidate.median_ms)
+    own = {"clock": "cuda_events", "sm_clock_mhz": gpu.sm_clock_mhz()}
+    flushed = {"flush_bytes": gpu.flush_bytes if config.timing.flush_cache else None}
+    return paired.model_copy(
+        update={
+            "candidate": paired.candidate.model_copy(update={**own, **flushed, "wall_per_call_ms": wall}),
+            "incumbent": paired.incumbent.model_copy(update={**own, **flushed}),
+        }
+    )
+
+
+def _call_once(call: Callable[[], object]) -> None:
+    call()
+
+
+def _buffer_flush(config: EvalConfig) -> Callable[[], None]:
+    return buffer_flusher() if config.timing.flush_cache else _no_flush
+
+
+def _no_flush() -> None:
+    return None
+
+
+def _prefixed(outputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {f"incumbent.{name}": tensor for name, tensor in outputs.items()}
 
 
 def _cpu_flush(

@@ -25,7 +25,7 @@ from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.build.builder import build
 from evoteam.gpu_bench.environment import environment
-from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.schema import EvaluationStatus, Solution
 from evoteam.gpu_bench.verify import integrity
 from evoteam.gpu_bench.verify.inputs import InputError
 from evoteam.gpu_bench.worker import strays
@@ -80,13 +80,25 @@ class _Worker:
                 load_error = str(exc)
         return Built(id=request.id, build=result, load_error=load_error)
 
-    def _evaluate(self, request: EvaluateRequest) -> Evaluated | Failed:
-        kernel = self._kernels.get(request.solution.content_hash())
+    def _loaded(self, request: EvaluateRequest, solution: Solution) -> Kernel | Failed:
+        kernel = self._kernels.get(solution.content_hash())
         if kernel is None:
-            built = self._build(BuildRequest(id=request.id, solution=request.solution, definition=request.definition))
+            built = self._build(BuildRequest(id=request.id, solution=solution, definition=request.definition))
             if not built.build.ok or built.load_error:
                 return Failed(id=request.id, error="load", message=built.load_error or built.build.log)
-            kernel = self._kernels[request.solution.content_hash()]
+            kernel = self._kernels[solution.content_hash()]
+        return kernel
+
+    def _evaluate(self, request: EvaluateRequest) -> Evaluated | Failed:
+        kernel = self._loaded(request, request.solution)
+        if isinstance(kernel, Failed):
+            return kernel
+        incumbent: Kernel | None = None
+        if request.config.incumbent is not None:
+            loaded = self._loaded(request, request.config.incumbent)
+            if isinstance(loaded, Failed):  # the caller's trusted baseline: not the candidate's fault
+                return Failed(id=request.id, error="input", message=f"the incumbent does not load: {loaded.message}")
+            incumbent = loaded
         reference = self._reference(request)
         self._start_log()
         if torch.get_num_threads() != self._threads:  # a candidate changed it: the reference deserves the same
@@ -99,6 +111,7 @@ class _Worker:
                 reference,
                 request.config,
                 Path(request.blob_root) if request.blob_root else None,
+                incumbent,
             )
         except InputError as exc:
             return Failed(id=request.id, error="input", message=str(exc))

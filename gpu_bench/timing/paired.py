@@ -1,0 +1,99 @@
+"""Paired, interleaved timing: the incumbent and a candidate timed alternately in one process.
+
+A claim "B is faster than A" compares two kernels measured in the same session: pairs alternate their order
+(A B, then B A: ABBA blocks, so neither always runs second), both see the same inputs (the caller's rotation
+runs before each pair) and the same cache flush before each call. Each pair gives one ratio ``time A /
+time B``; sampling stops when the 95% interval of the median ratio is narrow enough (``target_noise``) or the
+time cap is reached (twice ``max_time_s``: two kernels share it). Machine load is sampled while timing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, paired_stats, relative_ci_half_width
+
+Measure = Callable[[Callable[[], object]], float]
+"""Times one call in milliseconds, its cache flush before the timed region included."""
+LOAD_EVERY = 8
+"""Pairs between two readings of the machine's runnable tasks."""
+
+
+def time_pair(
+    incumbent: Callable[[], object],
+    candidate: Callable[[], object],
+    config: TimingConfig,
+    measure: Measure,
+    warm: Callable[[Callable[[], object]], None],
+    before_pair: Callable[[int], None] | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+    runnable: Callable[[], int | None] | None = None,
+) -> PairedStats:
+    """Warms both kernels by time, alternating, then samples pairs in ABBA order. ``warm(call)`` makes one
+    untimed call (and waits for it); ``before_pair(i)`` runs before pair i, outside the timed regions."""
+    probe = runnable if runnable is not None else runnable_tasks
+    warm_calls = 0
+    deadline = clock() + int(config.warmup_s * 1e9)
+    while warm_calls < 3 or clock() < deadline:
+        warm(incumbent)
+        warm(candidate)
+        warm_calls += 1
+    a_ms: list[float] = []
+    b_ms: list[float] = []
+    ratios: list[float] = []
+    loads: list[int] = []
+    stop_at = clock() + int(2 * config.max_time_s * 1e9)
+    while len(ratios) < config.max_samples:
+        i = len(ratios)
+        if i % LOAD_EVERY == 0:
+            reading = probe()
+            if reading is not None:
+                loads.append(reading)
+        if before_pair is not None:
+            before_pair(i)
+        if i % 2 == 0:
+            a, b = measure(incumbent), measure(candidate)
+        else:
+            b, a = measure(candidate), measure(incumbent)
+        a_ms.append(a)
+        b_ms.append(b)
+        ratios.append(a / b if b > 0 else float("inf"))
+        if len(ratios) >= config.min_samples and (
+            relative_ci_half_width(ratios) < config.target_noise or clock() > stop_at
+        ):
+            break
+    stats = paired_stats(a_ms, b_ms, warm_calls)
+    cpus = _cpus()
+    # the reading counts this worker's own running thread: subtract it, so an idle machine reads about 0
+    mean_load = max(0.0, sum(loads) / len(loads) - 1) if loads else None
+    return stats.model_copy(update={"runnable": mean_load, "cpus": cpus})
+
+
+def cpu_measure(flush: Callable[[], None], clock: Callable[[], int] = time.perf_counter_ns) -> Measure:
+    """perf_counter around the call, the flush before it."""
+
+    def measure(call: Callable[[], object]) -> float:
+        flush()
+        start = clock()
+        call()
+        return (clock() - start) / 1e6
+
+    return measure
+
+
+def runnable_tasks(loadavg: Path = Path("/proc/loadavg")) -> int | None:
+    """Tasks runnable on the machine right now (the 4th field of /proc/loadavg, ``running/total``)."""
+    try:
+        return int(loadavg.read_text().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,52 @@
+"""Paired timing through the real evaluator and worker: a candidate timed interleaved with its baseline in
+one worker gets a median ratio with its interval, pairs and flags; an incumbent that does not load is bad
+input, not the candidate's failure."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import kernel_solution, quick_config
+from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.runner import BenchInputError, LocalRunner
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Workload
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_kernel_against_an_identical_copy_gets_intervals_around_its_ratio(
+    runner: LocalRunner, definition: Definition, workloads: list[Workload]
+) -> None:
+    candidate = kernel_solution("honest.cpp")
+    copy = candidate.model_copy(update={"name": "honest-copy"})
+    result = Evaluator(runner).evaluate(definition, workloads, candidate, copy, quick_config())
+    assert result.status == EvaluationStatus.PASSED
+    for w in result.workloads:
+        assert w.speedup is not None and w.ci is not None and w.pairs is not None
+        lo, hi = w.ci
+        assert lo <= w.speedup <= hi
+        assert w.pairs >= quick_config().timing.min_samples
+        assert 0.5 < w.speedup < 2.0, w  # identical code: a loose bound that only catches a broken pairing
+        assert w.timing is not None and w.baseline_timing is not None
+        assert w.timing.n == w.baseline_timing.n == w.pairs
+    assert result.summary.geomean_ci is not None
+
+
+def test_unpaired_evaluation_times_each_kernel_on_its_own(
+    runner: LocalRunner, definition: Definition, workloads: list[Workload]
+) -> None:
+    candidate = kernel_solution("honest.cpp")
+    copy = candidate.model_copy(update={"name": "honest-copy"})
+    result = Evaluator(runner, paired=False).evaluate(definition, workloads, candidate, copy, quick_config())
+    assert result.status == EvaluationStatus.PASSED
+    assert all(w.ci is None and w.pairs is None and w.speedup is not None for w in result.workloads)
+    assert result.summary.geomean_ci is None
+
+
+def test_an_incumbent_that_does_not_load_is_bad_input(
+    runner: LocalRunner, definition: Definition, workloads: list[Workload]
+) -> None:
+    broken = kernel_solution("compile_error.cpp")
+    config = quick_config(incumbent=broken)
+    with pytest.raises(BenchInputError, match="incumbent does not load"):
+        runner.run(definition, workloads[:1], kernel_solution("honest.cpp"), config, None)
