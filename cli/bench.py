@@ -47,6 +47,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per workload (default 60)")
     p.add_argument("--max-time", type=float, default=2.0, help="timing budget per workload, seconds (default 2)")
     p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="after a workload times out or crashes, evaluate the rest anyway (default: skip them)",
+    )
+    p.add_argument(
         "--flush",
         choices=["operands", "buffer", "none"],
         default="operands",
@@ -159,6 +164,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
         atol=job.atol,
         rtol=job.rtol,
         timeout_s=args.timeout,
+        keep_going=args.keep_going,
         timing=TimingConfig(
             max_time_s=args.max_time,
             flush_cache=args.flush != "none",

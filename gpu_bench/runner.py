@@ -116,12 +116,32 @@ def run_solution(
             solution=solution, build=built.build, load_error=built.load_error, environment=env, workloads=[]
         )
     runs: list[WorkloadRun] = []
+    stopped: WorkloadRun | None = None
     for workload in workloads:
-        run = _one(worker, definition, workload, solution, config, blob_root)
+        run = _skipped(workload, stopped) if stopped is not None else None
+        if run is None:
+            run = _one(worker, definition, workload, solution, config, blob_root)
+            if not config.keep_going and run.outcome.status in FAIL_FAST:
+                stopped = run
         runs.append(run)
         if progress is not None:
             progress(run)
     return SolutionRun(solution=solution, build=built.build, environment=env, workloads=runs)
+
+
+FAIL_FAST = (EvaluationStatus.TIMEOUT, EvaluationStatus.RUNTIME_ERROR)
+"""After a workload ends with one of these (a hang, a crash, a kernel error), the rest are skipped unless
+``EvalConfig.keep_going``."""
+
+
+def _skipped(workload: Workload, cause: WorkloadRun) -> WorkloadRun:
+    """A workload not run because an earlier one of the same candidate timed out or crashed: its status."""
+    o = cause.outcome
+    reason = (
+        f"skipped: workload {cause.workload.uuid} ended {o.status.value} ({o.reason[:200]}); "
+        "keep_going (evoteam bench --keep-going) evaluates every workload"
+    )
+    return WorkloadRun(workload=workload, outcome=WorkloadOutcome(status=o.status, reason=reason))
 
 
 def _one(

@@ -93,12 +93,30 @@ def test_compile_error_is_a_status_with_the_compiler_log(bench: Bench) -> None:
 
 
 def test_segfault_kills_only_its_workload_and_the_worker_is_replaced(bench: Bench) -> None:
-    result = bench("segfault_on_medium.cpp")
+    result = bench("segfault_on_medium.cpp", quick_config(keep_going=True))
     by_uuid = {w.uuid: w for w in result.workloads}
     assert by_uuid["medium-4096"].status == S.RUNTIME_ERROR
     assert "SIGSEGV" in by_uuid["medium-4096"].reason
     assert by_uuid["small-1000"].status == S.PASSED
     assert by_uuid["large-65536"].status == S.PASSED  # evaluated by a fresh worker
+
+
+def test_after_a_crash_the_remaining_workloads_are_skipped_with_its_reason(bench: Bench) -> None:
+    result = bench("segfault_on_medium.cpp")
+    by_uuid = {w.uuid: w for w in result.workloads}
+    assert by_uuid["small-1000"].status == S.PASSED
+    assert by_uuid["medium-4096"].status == S.RUNTIME_ERROR
+    skipped = by_uuid["large-65536"]
+    assert skipped.status == S.RUNTIME_ERROR and skipped.timing is None
+    assert (
+        skipped.reason.startswith("skipped: workload medium-4096 ended RUNTIME_ERROR") and "SIGSEGV" in skipped.reason
+    )
+
+
+def test_a_hanging_candidate_costs_one_timeout_not_one_per_workload(bench: Bench) -> None:
+    result = bench("never_returns.cpp", quick_config(timeout_s=3.0))
+    assert [w.status for w in result.workloads] == [S.TIMEOUT] * 3
+    assert [w.reason.startswith("skipped:") for w in result.workloads] == [False, True, True]
 
 
 def test_abort_is_a_runtime_error(bench: Bench) -> None:
@@ -114,7 +132,8 @@ def test_never_returning_kernel_times_out(bench: Bench) -> None:
 
 
 def test_sleeping_on_some_workloads_times_out_only_those(bench: Bench) -> None:
-    result = bench("sleeps_on_large.cpp", quick_config(timeout_s=3.0))
+    # The large workload sleeps 600 s; 10 s leave the others room on a busy machine (they take well under 1 s).
+    result = bench("sleeps_on_large.cpp", quick_config(timeout_s=10.0))
     statuses = {w.uuid: w.status for w in result.workloads}
     assert statuses == {"small-1000": S.PASSED, "medium-4096": S.PASSED, "large-65536": S.TIMEOUT}
 

@@ -56,6 +56,9 @@ class EvalConfig(BaseModel):
     timeout_s: float = 60.0
     """Wall-clock limit for one workload (enforced by the caller, who kills the worker)."""
     rotate_inputs: bool = True
+    keep_going: bool = False
+    """After a workload times out or crashes, evaluate the rest anyway (default: skip them with that reason,
+    so a hanging candidate costs one timeout, not one per workload)."""
     incumbent: Solution | None = None
     """Time the kernel interleaved with this one (the start kernel) in the same worker, on the same inputs:
     the outcome's ``paired`` holds the per-pair ratios, the speedup and its interval. The incumbent's

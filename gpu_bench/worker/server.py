@@ -187,6 +187,7 @@ def serve(
     if max_processes:
         strays.limit_processes(max_processes)
     strays.become_subreaper()
+    strays.exit_with_parent()
     worker = _Worker(proto_out, log_path, cache_root)
     worker.send(Ready(pid=os.getpid(), environment=environment()))
     for line in proto_in:

@@ -13,6 +13,8 @@ import ctypes
 import os
 import resource
 import signal
+import threading
+import time
 from pathlib import Path
 
 PROCESS_HEADROOM = 1024
@@ -77,3 +79,20 @@ def kill_strays(rounds: int = 200) -> int:
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(kid, 0)
     return killed
+
+
+def exit_with_parent(poll_s: float = 0.2) -> threading.Thread:
+    """Ends this worker (and what it adopted) once its parent is gone, however the parent died (SIGKILL and
+    SIGTERM included, sandbox or not): a daemon thread watches for the reparenting. ``PR_SET_PDEATHSIG``
+    would fire when the spawning *thread* exits, which a runner shared between threads cannot rule out."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        kill_strays()
+        os._exit(0)
+
+    thread = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    thread.start()
+    return thread
