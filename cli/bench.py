@@ -46,6 +46,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--rtol", type=float, help="relative tolerance (default: the task's, else 1e-2)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per workload (default 60)")
     p.add_argument("--max-time", type=float, default=2.0, help="timing budget per workload, seconds (default 2)")
+    p.add_argument("--threads", type=int, default=None, help="threads the kernels may use (default: one per CPU)")
+    p.add_argument("--cpus", default=None, help="CPUs the worker runs on, e.g. 0-3 (default: every CPU allowed)")
     p.add_argument(
         "--keep-going",
         action="store_true",
@@ -155,8 +157,10 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
         default_memory_limit_mb,
         emit_dataset,
         make_runner,
+        parse_cpus,
         parse_runner,
         resolve_arch,
+        thread_policy,
     )
 
     config = EvalConfig(
@@ -178,7 +182,13 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
     if limit is None and on_cpu and local:  # another host's memory is its runner's business
         limit = default_memory_limit_mb()
     # a GPU worker owns one GPU and has no address-space limit (CUDA reserves vast virtual memory)
-    runner = make_runner(args.runner, memory_limit_mb=limit or None, gpu=None if on_cpu else args.gpu)
+    threads = None
+    if args.threads is not None or args.cpus is not None:
+        try:
+            threads = thread_policy(args.threads, parse_cpus(args.cpus) if args.cpus else None)
+        except ValueError as exc:
+            raise BenchInputError(f"--threads/--cpus: {exc}") from None
+    runner = make_runner(args.runner, memory_limit_mb=limit or None, gpu=None if on_cpu else args.gpu, threads=threads)
     try:
         with reporter:
             evaluator = Evaluator(runner)

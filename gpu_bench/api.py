@@ -76,6 +76,8 @@ from evoteam.gpu_bench.verify.reference import reference_solution
 from evoteam.gpu_bench.worker.__main__ import add_arguments as add_worker_arguments
 from evoteam.gpu_bench.worker.__main__ import run as run_worker
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
+from evoteam.gpu_bench.worker.threads import ThreadPolicy, parse_cpus
+from evoteam.gpu_bench.worker.threads import default_policy as thread_policy
 
 __all__ = [
     "CONFIG_NAME",
@@ -120,6 +122,7 @@ __all__ = [
     "SourceError",
     "SourceFile",
     "TaskError",
+    "ThreadPolicy",
     "TimingConfig",
     "TimingStats",
     "Utilization",
@@ -148,6 +151,7 @@ __all__ = [
     "load_workloads",
     "make_runner",
     "overall_status",
+    "parse_cpus",
     "parse_override",
     "parse_runner",
     "profile_workload",
@@ -156,6 +160,7 @@ __all__ = [
     "resolve_arch",
     "run_worker",
     "summarize",
+    "thread_policy",
     "time_call",
     "to_flashinfer_solution",
     "write_task",

@@ -21,6 +21,7 @@ from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, 
 from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
 from evoteam.gpu_bench.worker.evaluate import EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.worker.protocol import BuildRequest, Built, Evaluated, EvaluateRequest, Failed
+from evoteam.gpu_bench.worker.threads import ThreadPolicy
 
 
 def default_memory_limit_mb(share: float = 0.75) -> int | None:
@@ -182,7 +183,8 @@ class LocalRunner:
     ``fresh=True`` starts a new worker with an empty build cache for every solution: the cost a harness
     without a warm worker pays (used by the benchmark for comparison). ``gpu=N`` gives the worker GPU N alone
     (``CUDA_VISIBLE_DEVICES=N``) and no address-space limit (``memory_limit_mb`` is ignored: CUDA reserves
-    huge virtual memory); a CUDA fault replaces the worker like a crash does.
+    huge virtual memory); a CUDA fault replaces the worker like a crash does. ``threads`` is the worker's
+    thread policy (default: every CPU this process may use, a thread each); results record it.
     """
 
     def __init__(
@@ -191,7 +193,9 @@ class LocalRunner:
         memory_limit_mb: int | None = None,
         fresh: bool = False,
         gpu: int | None = None,
+        threads: ThreadPolicy | None = None,
     ):
+        self._threads = threads
         self._cache_root = cache_root
         self._memory_limit_mb = None if gpu is not None else memory_limit_mb
         self._gpu = gpu
@@ -206,7 +210,7 @@ class LocalRunner:
             if self._fresh:
                 self._scratch = Path(tempfile.mkdtemp(prefix="evoteam-fresh-cache-"))
                 cache = self._scratch
-            self._worker = WorkerProcess(cache, self._memory_limit_mb, self._gpu)
+            self._worker = WorkerProcess(cache, self._memory_limit_mb, self._gpu, self._threads)
         if not self._worker.alive:
             try:
                 self._worker.start()

@@ -1,8 +1,10 @@
-"""Paired timing through the real evaluator and worker: a candidate timed interleaved with its baseline in
+"""Measurement through the real evaluator and worker: a candidate timed interleaved with its baseline in
 one worker gets a median ratio with its interval, pairs and flags; an incumbent that does not load is bad
-input, not the candidate's failure."""
+input, not the candidate's failure; the worker's thread policy is applied and recorded."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,8 @@ from conftest import kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.runner import BenchInputError, LocalRunner
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Workload
+from evoteam.gpu_bench.verify.reference import reference_solution
+from evoteam.gpu_bench.worker.threads import ThreadPolicy, allowed_cpus
 
 pytestmark = pytest.mark.integration
 
@@ -50,3 +54,25 @@ def test_an_incumbent_that_does_not_load_is_bad_input(
     config = quick_config(incumbent=broken)
     with pytest.raises(BenchInputError, match="incumbent does not load"):
         runner.run(definition, workloads[:1], kernel_solution("honest.cpp"), config, None)
+
+
+def test_the_thread_policy_is_applied_and_recorded(
+    tmp_path: Path, definition: Definition, workloads: list[Workload]
+) -> None:
+    cpu = allowed_cpus()[0]
+    runner = LocalRunner(cache_root=tmp_path, threads=ThreadPolicy(threads=1, cpus=[cpu]))
+    try:
+        result = Evaluator(runner).evaluate(
+            definition,
+            workloads[:1],
+            kernel_solution("thread_probe.py"),
+            reference_solution(definition),
+            quick_config(),
+        )
+    finally:
+        runner.close()
+    assert result.status == EvaluationStatus.PASSED
+    evaluation = result.traces[0].evaluation
+    assert evaluation is not None
+    assert "threads=1" in evaluation.log
+    assert evaluation.environment.libs["threads"] == f"1 thread on CPUs {cpu}"

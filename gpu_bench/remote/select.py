@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from evoteam.gpu_bench.runner import BenchInputError, LocalRunner, Runner
+from evoteam.gpu_bench.worker.threads import ThreadPolicy
 
 RUNNER_HELP = "local (default), ssh://user@host[:port], ray (a local or the running cluster) or ray://ADDRESS"
 
@@ -50,11 +51,13 @@ def make_runner(
     gpu: int | None = None,
     cache_root: Path | None = None,
     remote_command: list[str] | None = None,
+    threads: ThreadPolicy | None = None,
 ) -> Runner:
-    """The runner ``text`` names; ``gpu`` is the GPU a local or SSH worker gets (Ray assigns its own)."""
+    """The runner ``text`` names; ``gpu`` is the GPU a local or SSH worker gets (Ray assigns its own);
+    ``threads`` is a local worker's thread policy (remote workers choose their own and record it)."""
     spec = parse_runner(text)
     if spec.kind == "local":
-        return LocalRunner(cache_root=cache_root, memory_limit_mb=memory_limit_mb, gpu=gpu)
+        return LocalRunner(cache_root=cache_root, memory_limit_mb=memory_limit_mb, gpu=gpu, threads=threads)
     if spec.kind == "ssh":
         try:
             from evoteam.gpu_bench.remote.ssh import SshRunner

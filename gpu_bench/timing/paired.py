@@ -93,7 +93,5 @@ def runnable_tasks(loadavg: Path = Path("/proc/loadavg")) -> int | None:
 
 
 def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """The machine's CPUs: the runnable count is machine-wide."""
+    return os.cpu_count() or 1

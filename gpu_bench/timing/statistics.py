@@ -93,7 +93,7 @@ class PairedStats(BaseModel):
     runnable: float | None = None
     """Mean number of runnable tasks on the machine while sampling (Linux /proc/loadavg), None elsewhere."""
     cpus: int | None = None
-    """CPUs this worker may run on: above this many runnable tasks the machine was contended."""
+    """The machine's CPUs: above this many runnable tasks the machine was contended."""
 
 
 def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:

@@ -19,15 +19,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-run itself inside this host's sandbox (bubblewrap) when one works here; a remote runner's worker",
     )
+    p.add_argument("--threads", type=int, default=None, help="threads kernels may use (default: one per CPU)")
+    p.add_argument("--cpus", default=None, help="CPUs to run on, e.g. 0-3,6 (default: every CPU allowed)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from evoteam.gpu_bench.worker.server import serve
+    from evoteam.gpu_bench.worker.threads import default_policy, parse_cpus
 
     if args.sandbox:
         confine(args)  # returns only where no sandbox works (the log says so) or already inside one
+    policy = default_policy(args.threads, parse_cpus(args.cpus) if args.cpus else None)
+    os.environ.update(policy.environment())  # before torch loads: its OpenMP reads them once, at start
 
-    return serve(args.log, args.cache, args.memory_limit_mb, args.max_processes)
+    from evoteam.gpu_bench.worker.server import serve
+
+    return serve(args.log, args.cache, args.memory_limit_mb, args.max_processes, policy)
 
 
 def confine(args: argparse.Namespace) -> None:
@@ -49,6 +55,8 @@ def confine(args: argparse.Namespace) -> None:
     cmd = [sys.executable, "-m", "evoteam.gpu_bench.worker", "--log", str(args.log), "--cache", str(cache)]
     cmd += ["--memory-limit-mb", str(args.memory_limit_mb)] if args.memory_limit_mb else []
     cmd += ["--max-processes", str(args.max_processes or process_limit())]
+    cmd += ["--threads", str(args.threads)] if args.threads else []
+    cmd += ["--cpus", args.cpus] if args.cpus else []
     argv, env = confined(cmd, dict(os.environ), args.log.parent, cache)
     sys.stdout.flush()
     os.execvpe(argv[0], argv, env)

@@ -49,6 +49,7 @@ from evoteam.gpu_bench.worker.protocol import (
     ShutdownRequest,
 )
 from evoteam.gpu_bench.worker.strays import process_limit
+from evoteam.gpu_bench.worker.threads import ThreadPolicy
 
 STARTUP_TIMEOUT_S = 120.0
 
@@ -205,9 +206,14 @@ class WorkerProcess(LineWorker):
     """One ``evoteam worker`` child of this process."""
 
     def __init__(
-        self, cache_root: Path | None = None, memory_limit_mb: int | None = None, gpu: int | None = None
+        self,
+        cache_root: Path | None = None,
+        memory_limit_mb: int | None = None,
+        gpu: int | None = None,
+        threads: ThreadPolicy | None = None,
     ) -> None:
         super().__init__()
+        self._threads = threads
         self._cache_root = cache_root
         self._memory_limit_mb = None if gpu is not None else memory_limit_mb
         self.gpu = gpu
@@ -226,8 +232,10 @@ class WorkerProcess(LineWorker):
         if self._memory_limit_mb:
             cmd += ["--memory-limit-mb", str(self._memory_limit_mb)]
         cmd += ["--max-processes", str(process_limit())]
+        cmd += self._threads.arguments() if self._threads is not None else []
         self._log.write_bytes(b"")
         env = worker_environment(self.gpu)
+        env.update(self._threads.environment() if self._threads is not None else {})
         argv, env = confined(cmd, env, self._log_dir, cache)
         self._wrapped = argv[: len(cmd)] != cmd
         self._proc = subprocess.Popen(

@@ -47,6 +47,8 @@ from evoteam.gpu_bench.worker.protocol import (
     Ready,
     ShutdownRequest,
 )
+from evoteam.gpu_bench.worker.threads import ThreadPolicy, default_policy
+from evoteam.gpu_bench.worker.threads import apply as apply_threads
 
 
 class _Worker:
@@ -170,8 +172,16 @@ def _without_strays(response: Built | Evaluated | Failed) -> Built | Evaluated |
 
 
 def serve(
-    log_path: Path, cache_root: Path | None, memory_limit_mb: int | None, max_processes: int | None = None
+    log_path: Path,
+    cache_root: Path | None,
+    memory_limit_mb: int | None,
+    max_processes: int | None = None,
+    policy: ThreadPolicy | None = None,
 ) -> int:
+    """Serves requests until shutdown or end of input; ``policy`` (default: every allowed CPU, a thread each)
+    is applied first and recorded in the environment it reports."""
+    threads = policy if policy is not None else default_policy()
+    apply_threads(threads)
     proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
     proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -189,7 +199,9 @@ def serve(
     strays.become_subreaper()
     strays.exit_with_parent()
     worker = _Worker(proto_out, log_path, cache_root)
-    worker.send(Ready(pid=os.getpid(), environment=environment()))
+    described = environment()
+    described.libs["threads"] = threads.describe()
+    worker.send(Ready(pid=os.getpid(), environment=described))
     for line in proto_in:
         if not line.strip():
             continue
