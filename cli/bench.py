@@ -175,7 +175,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
             flush_method="buffer" if args.flush == "buffer" else "operands",
         ),
     )
-    reporter = Reporter(enabled=not args.json, total=2 * len(job.workloads))
+    reporter = Reporter(enabled=True, total=2 * len(job.workloads))  # stderr: --json's stdout stays clean
     limit = args.memory_limit_mb
     on_cpu = resolve_arch(job.candidate.spec.target_hardware) is None  # the evaluator's own rule for "CPU only"
     local = parse_runner(args.runner).kind == "local"
@@ -193,8 +193,9 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
         with reporter:
             evaluator = Evaluator(runner)
             reporter.phase(f"baseline {job.baseline.name}")
-            evaluator.baseline_run(job.definition, job.workloads, job.baseline, config, job.blob_root)
-            reporter.advance(len(job.workloads))
+            evaluator.baseline_run(
+                job.definition, job.workloads, job.baseline, config, job.blob_root, progress=reporter.workload_done
+            )
             reporter.phase(f"candidate {job.candidate.name}")
             result = evaluator.evaluate(
                 job.definition,
@@ -203,7 +204,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
                 job.baseline,
                 config,
                 job.blob_root,
-                progress=lambda _run: reporter.advance(1),
+                progress=reporter.workload_done,
                 constraints=job.constraints,
             )
     finally:

@@ -3,20 +3,35 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from types import TracebackType
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evoteam.gpu_bench.api import CandidateResult, Definition, EvaluationStatus, KernelResources
+from evoteam.gpu_bench.api import CandidateResult, Definition, EvaluationStatus, KernelResources, WorkloadRun
 
 
 class Reporter:
-    def __init__(self, enabled: bool, total: int) -> None:
+    """Progress on stderr while a bench runs: a bar on a terminal; elsewhere (a log, a pipe, ``--json``) plain
+    lines: each phase, each workload done once the bench has run a few seconds, and a heartbeat naming the
+    workload in progress every ``heartbeat_s``, so a long workload never looks like a hang."""
+
+    def __init__(self, enabled: bool, total: int, heartbeat_s: float = 15.0, quiet_s: float = 3.0) -> None:
         self._enabled = enabled
         self._err = Console(file=sys.stderr)
         self._out = Console()
+        self._plain = enabled and not self._err.is_terminal
+        self._total = total
+        self._done = 0
+        self._phase = "evaluating"
+        self._started = time.monotonic()
+        self._heartbeat_s = heartbeat_s
+        self._quiet_s = quiet_s
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -24,22 +39,44 @@ class Reporter:
             TimeElapsedColumn(),
             console=self._err,
             transient=True,
-            disable=not enabled or not self._err.is_terminal,
+            disable=not enabled or self._plain,
         )
         self._task = self._progress.add_task("evaluating", total=total)
 
     def __enter__(self) -> Reporter:
         self._progress.start()
+        if self._plain:
+            self._beat = threading.Thread(target=self._heartbeat, name="bench-heartbeat", daemon=True)
+            self._beat.start()
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
         self._progress.stop()
 
     def phase(self, text: str) -> None:
+        self._phase = text
         self._progress.update(self._task, description=text)
+        self._line(f"{text}")
 
-    def advance(self, n: int) -> None:
+    def advance(self, n: int, what: str = "") -> None:
+        self._done += n
         self._progress.advance(self._task, n)
+        if time.monotonic() - self._started > self._quiet_s:
+            self._line(f"{self._phase}: {self._done}/{self._total} done{f' ({what})' if what else ''}")
+
+    def workload_done(self, run: WorkloadRun) -> None:
+        axes = " ".join(f"{k}={v}" for k, v in run.workload.axes.items()) or run.workload.uuid[:8]
+        self.advance(1, f"{axes}: {run.outcome.status.value}")
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self._heartbeat_s):
+            self._line(f"{self._phase}: workload {self._done + 1}/{self._total} running")
+
+    def _line(self, text: str) -> None:
+        if self._plain:
+            elapsed = time.monotonic() - self._started
+            self._err.print(f"evoteam bench [{elapsed:6.1f} s] {text}", markup=False, highlight=False, soft_wrap=True)
 
     def show(self, result: CandidateResult, definition: Definition) -> None:
         table = Table(title=f"{result.solution} on {definition.name} vs {result.baseline}")

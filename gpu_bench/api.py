@@ -40,7 +40,14 @@ from evoteam.gpu_bench.remote.queue_runner import QueueRunner
 from evoteam.gpu_bench.remote.scheduling import Utilization
 from evoteam.gpu_bench.remote.select import make_runner, parse_runner
 from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
-from evoteam.gpu_bench.runner import BenchInputError, LocalRunner, Runner, WorkerStartError, default_memory_limit_mb
+from evoteam.gpu_bench.runner import (
+    BenchInputError,
+    LocalRunner,
+    Runner,
+    WorkerStartError,
+    WorkloadRun,
+    default_memory_limit_mb,
+)
 from evoteam.gpu_bench.sandbox import SandboxUnavailable, agent_sandbox
 from evoteam.gpu_bench.sandbox import current as current_sandbox
 from evoteam.gpu_bench.schema import (
@@ -129,6 +136,7 @@ __all__ = [
     "WorkerStartError",
     "Workload",
     "WorkloadResult",
+    "WorkloadRun",
     "add_worker_arguments",
     "agent_sandbox",
     "build",

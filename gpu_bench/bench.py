@@ -131,7 +131,10 @@ class Evaluator:
         baseline: Solution,
         config: EvalConfig,
         blob_root: Path | None,
+        progress: Progress | None = None,
     ) -> SolutionRun:
+        """The baseline verified and timed on every workload (once per evaluator: cached); ``progress`` hears
+        of each workload when this call does the work."""
         key = hashlib.sha256(
             "\0".join(
                 [
@@ -144,7 +147,7 @@ class Evaluator:
             ).encode()
         ).hexdigest()
         if key not in self._baselines:
-            run = self._runner.run(definition, workloads, baseline, config, blob_root)
+            run = self._runner.run(definition, workloads, baseline, config, blob_root, progress)
             if not run.ok:
                 why = run.load_error or run.build.log.strip()[-2000:]
                 raise BenchInputError(f"baseline {baseline.name!r} cannot be built or loaded: {why}")

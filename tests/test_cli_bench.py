@@ -60,6 +60,8 @@ def test_json_output_has_status_summary_and_flashinfer_traces(tmp_path: Path) ->
         assert w["pairs"] >= 3 and isinstance(w["flags"], list)
     lo, hi = summary["geomean_ci"]
     assert 0 < lo <= hi
+    # progress goes to stderr as plain lines (not a terminal here), phase by phase
+    assert "] baseline " in proc.stderr and "] candidate honest" in proc.stderr
 
 
 def test_failing_candidate_exits_1_and_table_names_the_failure(tmp_path: Path) -> None:
@@ -96,7 +98,8 @@ def test_bench_kernel_from_the_example_evoteam_toml(tmp_path: Path) -> None:
 
 def _one_error_line(proc: subprocess.CompletedProcess[str], phrase: str) -> None:
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
+    progress = "evoteam bench ["  # the plain progress lines come before it
+    lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith(progress)]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("evoteam bench: error:")
     assert phrase in lines[0]
