@@ -29,6 +29,7 @@ from evoteam.gpu_bench.schema import (
 from evoteam.gpu_bench.timing.gpu import TorchCudaDevice, flush_buffer_bytes, time_cuda_call
 from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
 from evoteam.gpu_bench.timing.statistics import TimingConfig
+from evoteam.gpu_bench.verify.inputs import make_inputs
 from evoteam.gpu_bench.verify.reference import reference_solution
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
@@ -159,3 +160,21 @@ def test_the_gpu_lock_is_per_physical_device(tmp_path: Path) -> None:
     assert key.startswith(("uuid-", "gpu-"))
     with gpu_lock(key, tmp_path), pytest.raises(GpuLockTimeout), gpu_lock(key, tmp_path, wait_s=0.05):
         pass
+
+
+def test_a_kernel_is_timed_interleaved_with_its_baseline_on_the_gpu(gpu_bench: GpuBench) -> None:
+    result = gpu_bench(gpu_solution("scale_add.cu", Binding.C))
+    assert result.status == EvaluationStatus.PASSED, [w.reason for w in result.workloads]
+    for w in result.workloads:
+        assert w.ci is not None and w.pairs is not None and w.speedup is not None
+        assert w.ci[0] <= w.speedup <= w.ci[1]
+        assert w.baseline_timing is not None and w.baseline_timing.n == w.pairs
+    assert result.summary.geomean_ci is not None
+
+
+def test_random_inputs_are_generated_on_the_gpu(definition: Definition, workloads: list[Workload]) -> None:
+    first = make_inputs(definition, workloads[-1], 7, None, "cuda")
+    again = make_inputs(definition, workloads[-1], 7, None, "cuda")
+    tensors = {k: v for k, v in first.items() if isinstance(v, torch.Tensor)}
+    assert tensors and all(t.is_cuda for t in tensors.values())
+    assert all(torch.equal(t, again[k]) for k, t in tensors.items())  # type: ignore[arg-type]

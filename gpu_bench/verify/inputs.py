@@ -19,12 +19,15 @@ class InputError(ValueError):
 def make_inputs(
     definition: Definition, workload: Workload, seed: int, blob_root: Path | None, device: str = "cpu"
 ) -> dict[str, Value]:
-    """Inputs in definition order. Random tensors depend only on ``seed``; blobs are read from ``blob_root``."""
+    """Inputs in definition order. Random tensors depend only on ``seed`` (and the device: they are generated
+    where they are used, so a GPU task's large inputs never cross the host); blobs are read from
+    ``blob_root``. Random scalars always come from the CPU generator."""
     try:
         axes = definition.axis_values(workload.axes)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     generator = torch.Generator(device="cpu").manual_seed(seed)
+    on_device = generator if device == "cpu" else torch.Generator(device=device).manual_seed(seed)
     values: dict[str, Value] = {}
     for name, spec in definition.inputs.items():
         source = workload.inputs.get(name, RandomInput())
@@ -37,7 +40,7 @@ def make_inputs(
         elif shape is None:
             values[name] = _random_scalar(dtype, generator)
         else:
-            values[name] = _random_tensor(shape, dtype, generator).to(device)
+            values[name] = _random_tensor(shape, dtype, on_device)
     unknown = set(workload.inputs) - set(definition.inputs)
     if unknown:
         raise InputError(f"workload {workload.uuid} names inputs {sorted(unknown)} not in {definition.name}")
@@ -45,12 +48,14 @@ def make_inputs(
 
 
 def _random_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    """On the generator's device."""
+    device = generator.device
     if dtype.is_floating_point:
-        return torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
+        return torch.randn(shape, generator=generator, dtype=torch.float32, device=device).to(dtype)
     if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=generator).to(torch.bool)
+        return torch.randint(0, 2, shape, generator=generator, device=device).to(torch.bool)
     high = 128 if dtype in (torch.int8, torch.uint8) else 1024
-    return torch.randint(0, high, shape, generator=generator, dtype=torch.int64).to(dtype)
+    return torch.randint(0, high, shape, generator=generator, dtype=torch.int64, device=device).to(dtype)
 
 
 def _random_scalar(dtype: torch.dtype, generator: torch.Generator) -> int | float:
