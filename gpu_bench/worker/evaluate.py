@@ -3,8 +3,9 @@
 The rules that make a result trustworthy live here: fresh seeded inputs per trial (the previous trial's
 buffers stay alive, so consecutive trials never share an address), outputs pre-filled with NaN, the
 candidate called before the reference, inputs checked byte-for-byte afterwards, one trial that reuses the
-previous buffers with new values (defeats caching by pointer), input contents rotated between timed
-samples, and outputs re-checked after timing.
+previous buffers with new values (defeats caching by pointer), input contents rotated over the last three
+trials between timed samples, outputs poisoned before every timed call and a random share of timed calls
+verified (a kernel cannot tell a checked call from a timed one), and outputs re-checked after timing.
 
 Everything lives on the kernel's device: inputs, NaN-filled outputs and the reference run there (``cuda``:
 torch's current GPU), comparisons move to the CPU. On a GPU every candidate call is followed by a device-wide
@@ -15,6 +16,7 @@ is unusable, so the worker reports RUNTIME_ERROR and exits.
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +75,14 @@ class WorkloadOutcome(BaseModel):
     timing: TimingStats | None = None
     paired: PairedStats | None = None
     """Timed against ``EvalConfig.incumbent``: the ratios, their median and interval, both kernels' stats."""
+
+
+CHECK_FRACTION = 0.125
+"""Share of timed calls (drawn at random, the first always) whose outputs are verified, outside the clock."""
+
+
+class TimedCallMismatch(RuntimeError):
+    """A timed call, drawn for verification, produced outputs that differ from the reference."""
 
 
 class ReferenceFailure(RuntimeError):
@@ -137,7 +147,7 @@ def evaluate_workload(
             max(worst.max_relative_error, checked.max_relative_error),
         )
         previous = _Trial(inputs, pristine, expected)
-        trials = [*trials[-1:], previous]  # the last two: timing alternates between their contents
+        trials = [*trials[-2:], previous]  # the last three: timing rotates over their contents
     passed = WorkloadOutcome(
         status=EvaluationStatus.PASSED,
         max_absolute_error=worst.max_absolute_error,
@@ -157,7 +167,8 @@ def _time(
     passed: WorkloadOutcome,
     incumbent: Kernel | None = None,
 ) -> WorkloadOutcome:
-    """Times the kernel on one set of buffers whose contents alternate between the last two trials."""
+    """Times the kernel on one set of buffers whose contents rotate over the last three trials' inputs; the
+    outputs are poisoned before every timed call and a random share of timed calls is verified."""
     if any(not isinstance(v, torch.Tensor) and v != contents[0].pristine[k] for k, v in contents[-1].pristine.items()):
         contents = contents[-1:]  # scalars are bound by value: rotating tensors alone would mismatch them
     buffers = contents[-1].inputs
@@ -165,11 +176,29 @@ def _time(
     call = kernel.bind(buffers, outputs, axes)
     returned: list[object] = []
     last_content = [len(contents) - 1]
+    pending: list[tuple[int, int]] = []  # (sample, content) of a timed call whose outputs are to be verified
+    draw = random.SystemRandom()  # not seeded: a candidate cannot predict which timed calls are checked
+
+    def verify_pending() -> None:
+        if pending:
+            sample, content = pending.pop()
+            synchronize(kernel.device)
+            produced: object = returned[0] if returned else outputs
+            checked = _check(definition, produced, contents[content].expected, axes, config)
+            if isinstance(checked, Mismatch):
+                raise TimedCallMismatch(f"timed call {sample + 1}: {checked.reason}")
 
     def before_sample(i: int) -> None:
+        """Outside the timed region: verify the previous call if it was drawn, rotate the inputs, poison the
+        outputs (every timed call must write them), and draw whether this call is verified."""
+        verify_pending()
         if config.rotate_inputs and len(contents) > 1:
             last_content[0] = i % len(contents)
             _refill(buffers, contents[last_content[0]].pristine)
+        if kernel.destination_passing:
+            _fill_sentinel(outputs)
+        if i == 0 or draw.random() < CHECK_FRACTION:
+            pending.append((i, last_content[0]))
 
     def timed() -> None:
         result = call()
@@ -195,6 +224,7 @@ def _time(
             stats = _time_on_gpu(timed, config, before_sample)
         else:
             stats = time_call(timed, config.timing, before_sample, flush=_cpu_flush(config, buffers, outputs))
+        verify_pending()
         # One more call on the other content (or the same, if not rotating), into NaN-filled outputs and
         # on the same addresses as the timed calls: a kernel that skips work once it is timed fails here.
         trial = contents[(last_content[0] + 1) % len(contents)]
@@ -204,6 +234,11 @@ def _time(
         synchronize(kernel.device)
     except TimingMismatch as exc:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"while timing: {exc}")
+    except TimedCallMismatch as exc:
+        reason = (
+            f"the outputs of a timed call differ from the reference (the kernel behaves differently when timed): {exc}"
+        )
+        return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=reason)
     except GpuLockTimeout as exc:
         return WorkloadOutcome(status=EvaluationStatus.TIMEOUT, reason=str(exc))
     except Exception as exc:
