@@ -171,7 +171,7 @@ class LineWorker(ABC):
             if isinstance(response, Ready):
                 continue
             if response.id in (request.id, -1):
-                if isinstance(response, Evaluated) and response.worker_exiting:
+                if isinstance(response, Evaluated | Built) and response.worker_exiting:
                     self.kill()  # it is exiting on purpose; the next request starts a clean one
                 return response
 

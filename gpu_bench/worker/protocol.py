@@ -48,6 +48,8 @@ class Built(BaseModel):
     build: BuildResult
     load_error: str | None = None
     """Built, but the artifact cannot be loaded or lacks the entry point."""
+    worker_exiting: bool = False
+    """Loading the artifact changed the worker's process state (a constructor did): it exits after this answer."""
 
 
 class Evaluated(BaseModel):

@@ -28,7 +28,7 @@ from evoteam.gpu_bench.environment import environment
 from evoteam.gpu_bench.schema import EvaluationStatus, Solution
 from evoteam.gpu_bench.verify import integrity
 from evoteam.gpu_bench.verify.inputs import InputError
-from evoteam.gpu_bench.worker import strays
+from evoteam.gpu_bench.worker import process_state, strays
 from evoteam.gpu_bench.worker.evaluate import (
     DeviceFault,
     ReferenceFailure,
@@ -162,6 +162,16 @@ def _flush_all() -> None:
         ctypes.CDLL(None).fflush(None)
 
 
+def _noted(response: Built | Evaluated | Failed, note: str) -> Built | Evaluated | Failed:
+    """``note`` in the log of an evaluation, which also says the worker will exit (it is replaced)."""
+    if isinstance(response, Evaluated):
+        text = f"{response.log}\n[evoteam: {note}; the worker was replaced]\n"
+        return response.model_copy(update={"log": text, "worker_exiting": True})
+    if isinstance(response, Built):
+        return response.model_copy(update={"worker_exiting": True})
+    return response
+
+
 def _without_strays(response: Built | Evaluated | Failed) -> Built | Evaluated | Failed:
     """Kills what the candidate left running before the answer goes out, and says so in the log."""
     killed = strays.kill_strays()
@@ -213,7 +223,13 @@ def serve(
         if isinstance(request, ShutdownRequest):
             return 0
         try:
-            worker.send(_without_strays(worker.handle(request)))
+            before = process_state.capture()
+            response = _without_strays(worker.handle(request))
+            left = process_state.differences(before, process_state.capture())
+            if left:  # the next candidate must not inherit it: this worker answers and is replaced
+                worker.tainted = True
+                response = _noted(response, f"the candidate left process state changed: {'; '.join(left)}")
+            worker.send(response)
             if worker.tainted:
                 return 0
         except MemoryError:
