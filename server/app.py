@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lsprotocol import types as lsp
+from pydantic import BaseModel
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
+from evoteam.server import messages
+from evoteam.server.messages import RUN_UPDATED, STATUS, Notification, RunRemoved, RunUpdate, ServerStatus
 from evoteam.server.project import Project
 from evoteam.server.protocol import EvoteamProtocol
 from evoteam.server.run_index import RunIndex
@@ -30,9 +33,7 @@ from evoteam.server.watch import FileWatcher, Watcher
 
 log = logging.getLogger("evoteam.server")
 R = TypeVar("R")
-
-RUN_UPDATED = "evoteam/runUpdated"
-"""Notification to the client (its tree view): one run changed; params as ``convert.run_summary``."""
+P = TypeVar("P", bound=BaseModel)
 
 FEATURES: tuple[str, ...] = ("commands", "code_actions", "lenses", "hover", "progress", "diagnostics")
 """Modules of ``evoteam.server.features`` whose ``FEATURE`` is registered, in this order."""
@@ -136,10 +137,17 @@ class EvoteamServer(LanguageServer):
             changed = await self.in_background(self.index.refresh)
         for run in changed:
             entry = self.index.get(run)
-            self.protocol.notify(RUN_UPDATED, run_summary(entry) if entry else {"run": run, "removed": True})
+            update = run_summary(entry) if entry else RunRemoved(run=run, removed=True)
+            self.send(RUN_UPDATED, RunUpdate(update))
         if changed:
             await self.emit("runs_changed", changed)
         return changed
+
+    def send(self, message: Notification[P], params: P) -> None:
+        """A custom notification of ``messages`` to the client, its params built from the message's model."""
+        if message is not messages.by_name().get(message.name):
+            raise ValueError(f"{message.name} is not a message of evoteam.server.messages")
+        self.protocol.notify(message.name, message.payload(params))
 
     def _on_disk_change(self, paths: set[Path]) -> None:
         """From the watcher's thread: hand over to the event loop."""
@@ -300,15 +308,17 @@ def _lifecycle(server: EvoteamServer) -> None:
             ls.watcher.stop()
         ls.work.shutdown(wait=False, cancel_futures=True)
 
-    @server.feature("evoteam/status")
-    async def status(ls: EvoteamServer, params: Any) -> dict[str, Any]:
+    @server.feature(STATUS.name)
+    async def status(ls: EvoteamServer, params: Any) -> Any:
         """What the server runs: its features, the ones that failed to load, the project and its runs."""
         await ls.wait_ready()
-        return {
-            "version": ls.version,
-            "root": str(ls.project.root),
-            "features": [f.name for f in ls.features],
-            "broken": ls.broken,
-            "runs": [e.run for e in ls.index.runs()],
-            "settings": ls.settings.model_dump(),
-        }
+        return STATUS.answer(
+            ServerStatus(
+                version=ls.version or "0",
+                root=str(ls.project.root),
+                features=[f.name for f in ls.features],
+                broken=dict(ls.broken),
+                runs=[e.run for e in ls.index.runs()],
+                settings=ls.settings,
+            )
+        )

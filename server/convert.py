@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from lsprotocol import types as lsp
 
+from evoteam.server.messages import RunSummary
 from evoteam.server.run_index import RunEntry
 from evoteam.supervisor.records import CandidateRecord
 
@@ -21,29 +21,29 @@ def result_label(record: CandidateRecord) -> str:
     return f"{head} · {record.faster}/{record.total} faster · round {record.round} · {record.role}"
 
 
-def run_summary(entry: RunEntry) -> dict[str, Any]:
-    """The ``evoteam/runUpdated`` params and the ``evoteam.runs`` items: plain JSON."""
+def run_summary(entry: RunEntry) -> RunSummary:
+    """The ``evoteam/runUpdated`` params and the ``evoteam.runs`` items."""
     state, config = entry.state, entry.state.config
     assert config is not None
     team = state.team
-    return {
-        "run": entry.run,
-        "kernel": config.kernel,
-        "mode": config.mode,
-        "llm": config.llm,
-        "live": entry.live,
-        "finished": state.finished,
-        "round": max(state.rounds_started, default=0),
-        "rounds": config.rounds,
-        "roundsFinished": len(state.rounds_finished),
-        "team": list(team.roles) if team else [],
-        "protocol": team.protocol if team else None,
-        "best": state.best,
-        "bestSpeedup": state.best_speedup,
-        "tokens": state.spent,
-        "budget": config.budget,
-        "candidates": len(state.candidates),
-    }
+    return RunSummary(
+        run=entry.run,
+        kernel=config.kernel,
+        mode=config.mode,
+        llm=config.llm,
+        live=entry.live,
+        finished=state.finished,
+        round=max(state.rounds_started, default=0),
+        rounds=config.rounds,
+        rounds_finished=len(state.rounds_finished),
+        team=list(team.roles) if team else [],
+        protocol=team.protocol if team else None,
+        best=state.best,
+        best_speedup=state.best_speedup,
+        tokens=state.spent,
+        budget=config.budget,
+        candidates=len(state.candidates),
+    )
 
 
 def whole_document(text: str) -> lsp.Range:

@@ -14,6 +14,8 @@ not the server's, not unknown."""
 
 
 class Settings(BaseModel):
+    """The editor's ``evoteam`` settings section: the options of a run."""
+
     model_config = ConfigDict(extra="forbid")
     budget: int = Field(default=200_000, ge=0, description="hard token budget of a run")
     team: Literal["single", "fixed", "evolving"] = "evolving"

@@ -14,9 +14,14 @@ import pytest
 from lsp_support import _plain, evolved_repo, lsp_session, raw_request, sample_repo
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
+
+pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed (a dev tool: pip install -e .[dev])")
+
 from pytest_lsp import LanguageClient
 
 from conftest import git
+
+pytestmark = pytest.mark.integration
 
 
 def _uncompilable_block(repo: Path) -> None:
@@ -82,7 +87,7 @@ async def test_evolve_starts_a_detached_run_that_finishes(tmp_path: Path) -> Non
         assert summary["roundsFinished"] == 1 and summary["candidates"] >= 1
         again = await command(client, "evoteam.cancel", run)
     assert again == {"run": run, "cancelled": False, "finished": "rounds"}
-    first = json.loads((repo / ".evoteam" / "runs" / run / "journal.jsonl").read_text().splitlines()[0])
+    first = json.loads((repo / ".evoteam" / "runs" / run / "journal.jsonl").read_text().splitlines()[1])
     config = first["data"]["config"]  # the options given, the rest from the settings
     assert (config["rounds"], config["evaluations_per_agent"], config["llm"]) == (1, 2, "offline")
 
@@ -93,7 +98,8 @@ async def test_cancel_stops_a_live_run(tmp_path: Path) -> None:
         run = (
             await command(client, "evoteam.evolve", {"uri": (repo / "kernel.cpp").as_uri(), "options": {"rounds": 20}})
         )["run"]
-        assert await command(client, "evoteam.cancel", {"run": run}) == {"run": run, "cancelled": True}
+        cancel = await command(client, "evoteam.cancel", {"run": run})
+        assert cancel == {"run": run, "cancelled": True, "finished": None}
         assert (repo / ".evoteam" / "runs" / run / "cancel").is_file()
         summary = await wait_finished(client, run)
     assert summary["finished"] == "cancelled" and summary["roundsFinished"] < 20
@@ -151,7 +157,7 @@ async def test_accept_refuses_a_run_without_a_passing_candidate(tuned: tuple[Pat
     bare = run.replace(run.rsplit("-", 1)[1], "0bad")
     (runs / bare).mkdir()
     lines = (runs / run / "journal.jsonl").read_text().splitlines(keepends=True)
-    (runs / bare / "journal.jsonl").write_text("".join(lines[:2]))  # started, base: nothing evaluated yet
+    (runs / bare / "journal.jsonl").write_text("".join(lines[:3]))  # version, started, base: nothing evaluated
     async with lsp_session(repo) as client:
         with pytest.raises(JsonRpcException) as raised:
             await command(client, "evoteam.accept", bare)

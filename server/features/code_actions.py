@@ -1,7 +1,8 @@
 """Code actions on a kernel file: "Accept winning kernel (1.34x, round 5)" (a WorkspaceEdit replacing the files'
 text by the best candidate's, so undo works) and, on a kernel file that is not a task yet, "Create evoteam.toml
 entry for this kernel" (the scaffold of ``server/scaffold.py`` as file creations and an append, or, for a client
-that cannot create files in an edit, the command ``evoteam.createTaskEntry`` that writes them)."""
+that cannot create files in an edit, the command ``evoteam.createTaskEntry`` that writes them: ``CREATE_TASK_ENTRY``
+of ``server/messages.py``)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ from pygls.uris import from_fs_path
 from evoteam.gpu_bench.api import TaskError
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import whole_document
+from evoteam.server.messages import CREATE_TASK_ENTRY, TaskEntryArgs, TaskEntryResult
 from evoteam.server.scaffold import Scaffold, can_scaffold, config_for, scaffold_for, write
 from evoteam.server.winner import FileCache, WinnerError, current_text, open_uris, replace_edit
 
 log = logging.getLogger("evoteam.server")
 ACCEPT_KIND = lsp.CodeActionKind.RefactorRewrite
 CREATE_KIND = lsp.CodeActionKind.Refactor
-CREATE_COMMAND = "evoteam.createTaskEntry"
 CREATE_TITLE = "Create evoteam.toml entry for this kernel"
 
 
@@ -50,9 +51,9 @@ class CodeActions(Feature):
             ]
             return [action for action in found if action is not None]
 
-        @server.command(CREATE_COMMAND)
-        async def create_entry(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
-            return await self.create_entry(ls, args)
+        @server.command(CREATE_TASK_ENTRY.name)
+        async def create_entry(ls: EvoteamServer, *args: Any) -> Any:
+            return CREATE_TASK_ENTRY.answer(await self.create_entry(ls, CREATE_TASK_ENTRY.parse(args)))
 
     async def accept_action(self, ls: EvoteamServer, uri: str, path: Path) -> lsp.CodeAction | None:
         """The best candidate of the file's kernel, when its text differs from the editor's."""
@@ -80,28 +81,27 @@ class CodeActions(Feature):
         if scaffold is None:
             return None
         if not _can_create_files(ls):  # a bare Command: lsprotocol reads a CodeAction with a command as one anyway
-            return lsp.Command(title=CREATE_TITLE, command=CREATE_COMMAND, arguments=[uri])
+            arguments = CREATE_TASK_ENTRY.arguments(TaskEntryArgs(uri=uri))
+            return lsp.Command(title=CREATE_TITLE, command=CREATE_TASK_ENTRY.name, arguments=arguments)
         return lsp.CodeAction(title=CREATE_TITLE, kind=CREATE_KIND, edit=_creation_edit(ls, scaffold))
 
-    async def create_entry(self, ls: EvoteamServer, args: tuple[Any, ...]) -> dict[str, Any]:
+    async def create_entry(self, ls: EvoteamServer, args: TaskEntryArgs) -> TaskEntryResult:
         """``evoteam.createTaskEntry URI``: writes the scaffold to disk (for clients without file creation)."""
         await ls.wait_ready()
-        uri = args[0] if len(args) == 1 else None
-        uri = uri.get("uri") if isinstance(uri, dict) else uri
-        path = ls.path_of(uri) if isinstance(uri, str) and uri else None
-        if path is None or not isinstance(uri, str):
-            raise JsonRpcInvalidParams(f"{CREATE_COMMAND} takes one argument: the kernel file's URI")
-        scaffold = await self._scaffold(ls, uri, path, from_disk=True)
+        name = CREATE_TASK_ENTRY.name
+        path = ls.path_of(args.uri)
+        if path is None:
+            raise JsonRpcInvalidParams(f"{name}: uri: not a file URI: {args.uri!r}")
+        scaffold = await self._scaffold(ls, args.uri, path, from_disk=True)
         if scaffold is None:
             raise JsonRpcInvalidParams(
-                f"{CREATE_COMMAND}: {path} is already a task, not a kernel file (.cpp, .cu, .py), or its evoteam.toml"
-                " is invalid"
+                f"{name}: {path} is already a task, not a kernel file (.cpp, .cu, .py), or its evoteam.toml is invalid"
             )
         try:
             written = await ls.in_background(write, scaffold)
         except OSError as exc:
-            raise JsonRpcException(f"{CREATE_COMMAND}: {exc}", code=lsp.LSPErrorCodes.RequestFailed.value) from None
-        return {"name": scaffold.name, "config": str(scaffold.config), "files": [str(p) for p in written]}
+            raise JsonRpcException(f"{name}: {exc}", code=lsp.LSPErrorCodes.RequestFailed.value) from None
+        return TaskEntryResult(name=scaffold.name, config=str(scaffold.config), files=[str(p) for p in written])
 
     async def _scaffold(self, ls: EvoteamServer, uri: str, path: Path, from_disk: bool = False) -> Scaffold | None:
         if not can_scaffold(path) or ls.project.task_for(path) is not None or ls.project.config_error(path):

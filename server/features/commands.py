@@ -1,10 +1,9 @@
 """The ``evoteam.*`` commands (workspace/executeCommand): start and cancel runs, list them, their rounds and a
-candidate's diff, accept a winner into the editor, and write a run's report. Every answer is plain JSON; bad
-arguments get an error answer that says what is wrong.
+candidate's diff, accept a winner into the editor, and write a run's report. Their arguments and answers are
+the models of ``server/messages.py``: bad arguments get an error answer that says what is wrong.
 
-Arguments are positional (``evoteam.accept RUN [CANDIDATE]``) or one object with the same names
-(``{"run": ..., "candidate": ...}``). Runs are separate processes: ``evoteam.evolve`` starts
-``evoteam evolve FILE --detach`` and the watcher shows the run like any other.
+Runs are separate processes: ``evoteam.evolve`` starts ``evoteam evolve FILE --detach`` and the watcher shows
+the run like any other.
 """
 
 from __future__ import annotations
@@ -13,46 +12,49 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from lsprotocol import types as lsp
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from evoteam.gpu_bench.api import current_sandbox
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import run_summary
+from evoteam.server.messages import (
+    ACCEPT,
+    CANCEL,
+    CANDIDATE_DIFF,
+    EVOLVE,
+    REPORT,
+    ROUNDS,
+    RUNS,
+    AcceptArgs,
+    AcceptResult,
+    BestRef,
+    BranchRef,
+    CancelResult,
+    CandidateDiff,
+    CandidateInfo,
+    DiffArgs,
+    EvolveArgs,
+    EvolveResult,
+    ReportResult,
+    RoundInfo,
+    RoundsResult,
+    RunArgs,
+    RunList,
+)
 from evoteam.server.run_index import RunEntry
 from evoteam.server.settings import Settings
 from evoteam.server.winner import FileCache, WinnerError, kernel_paths, replace_edit, run_task
 from evoteam.supervisor.git_store import GitStore, GitStoreError, branch_name
 from evoteam.supervisor.state import Candidate, run_dir
 
-M = TypeVar("M", bound=BaseModel)
 START_TIMEOUT = 120.0
 """Seconds ``evoteam evolve --detach`` may take to journal the run and print its id."""
 REPORT_TIMEOUT = 300.0
 """Seconds ``evoteam report`` may take to plot and write a run's report."""
-
-
-class RunArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    run: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class DiffArgs(RunArgs):
-    candidate: str = Field(min_length=1)
-
-
-class AcceptArgs(RunArgs):
-    candidate: str | None = Field(default=None, min_length=1)
-
-
-class EvolveArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    uri: str = Field(min_length=1)
-    options: dict[str, Any] = Field(default_factory=dict)
-    """Any of the settings (rounds, budget, team, llm, runner, model, evaluations); the rest from the settings."""
 
 
 class RequestFailed(JsonRpcException):
@@ -62,25 +64,6 @@ class RequestFailed(JsonRpcException):
     MESSAGE = "Request failed"
 
 
-def parse_args(model: type[M], command: str, args: tuple[Any, ...]) -> M:
-    """The command's arguments, positional or one object, validated; an error answer names what is wrong."""
-    names = list(model.model_fields)
-    if len(args) == 1 and isinstance(args[0], dict) and (names[0] != "uri" or "uri" in args[0]):
-        data = dict(args[0])
-    elif len(args) > len(names):
-        raise JsonRpcInvalidParams(
-            f"{command} takes at most {len(names)} arguments ({', '.join(names)}), got {len(args)}"
-        )
-    else:
-        data = dict(zip(names, args, strict=False))
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        raise JsonRpcInvalidParams(f"{command}: {where}: {err['msg']} (arguments: {', '.join(names)})") from None
-
-
 class Commands(Feature):
     name = "commands"
 
@@ -88,39 +71,38 @@ class Commands(Feature):
         self.files = FileCache()
 
     def register(self, server: EvoteamServer) -> None:
-        @server.command("evoteam.evolve")
-        async def evolve(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
-            return await self.evolve(ls, parse_args(EvolveArgs, "evoteam.evolve", args))
+        @server.command(EVOLVE.name)
+        async def evolve(ls: EvoteamServer, *args: Any) -> Any:
+            return EVOLVE.answer(await self.evolve(ls, EVOLVE.parse(args)))
 
-        @server.command("evoteam.cancel")
-        async def cancel(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
-            return await self.cancel(ls, parse_args(RunArgs, "evoteam.cancel", args))
+        @server.command(CANCEL.name)
+        async def cancel(ls: EvoteamServer, *args: Any) -> Any:
+            return CANCEL.answer(await self.cancel(ls, CANCEL.parse(args)))
 
-        @server.command("evoteam.runs")
-        async def runs(ls: EvoteamServer, *args: Any) -> list[dict[str, Any]]:
-            if args and args != ({},):
-                raise JsonRpcInvalidParams("evoteam.runs takes no arguments")
+        @server.command(RUNS.name)
+        async def runs(ls: EvoteamServer, *args: Any) -> Any:
+            RUNS.parse(args)
             await ls.wait_ready()
-            return [run_summary(e) for e in ls.index.runs()]
+            return RUNS.answer(RunList([run_summary(e) for e in ls.index.runs()]))
 
-        @server.command("evoteam.rounds")
-        async def rounds(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
-            return await self.rounds(ls, parse_args(RunArgs, "evoteam.rounds", args))
+        @server.command(ROUNDS.name)
+        async def rounds(ls: EvoteamServer, *args: Any) -> Any:
+            return ROUNDS.answer(await self.rounds(ls, ROUNDS.parse(args)))
 
-        @server.command("evoteam.candidateDiff")
-        async def candidate_diff(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
-            return await self.diff(ls, parse_args(DiffArgs, "evoteam.candidateDiff", args))
+        @server.command(CANDIDATE_DIFF.name)
+        async def candidate_diff(ls: EvoteamServer, *args: Any) -> Any:
+            return CANDIDATE_DIFF.answer(await self.diff(ls, CANDIDATE_DIFF.parse(args)))
 
-        @server.command("evoteam.accept")
-        async def accept(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
-            return await self.accept(ls, parse_args(AcceptArgs, "evoteam.accept", args))
+        @server.command(ACCEPT.name)
+        async def accept(ls: EvoteamServer, *args: Any) -> Any:
+            return ACCEPT.answer(await self.accept(ls, ACCEPT.parse(args)))
 
-        @server.command("evoteam.report")
-        async def report(ls: EvoteamServer, *args: Any) -> dict[str, Any]:
-            return await self.report(ls, parse_args(RunArgs, "evoteam.report", args))
+        @server.command(REPORT.name)
+        async def report(ls: EvoteamServer, *args: Any) -> Any:
+            return REPORT.answer(await self.report(ls, REPORT.parse(args)))
 
     # -- evolve and cancel ---------------------------------------------------------------------------------
-    async def evolve(self, ls: EvoteamServer, args: EvolveArgs) -> dict[str, Any]:
+    async def evolve(self, ls: EvoteamServer, args: EvolveArgs) -> EvolveResult:
         await ls.wait_ready()
         path = ls.path_of(args.uri)
         found = ls.project.task_for(path) if path is not None else None
@@ -154,25 +136,25 @@ class Commands(Feature):
             warning = f"evoteam: run {run} runs agent-generated code WITHOUT a sandbox (evoteam.unsafeNoSandbox)"
             ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=warning))
         await ls.refresh_runs()
-        return {"run": run, "sandbox": confinement.description}
+        return EvolveResult(run=run, sandbox=confinement.description)
 
-    async def cancel(self, ls: EvoteamServer, args: RunArgs) -> dict[str, Any]:
+    async def cancel(self, ls: EvoteamServer, args: RunArgs) -> CancelResult:
         entry = await _entry(ls, args.run)
         if entry.state.finished is not None:
-            return {"run": entry.run, "cancelled": False, "finished": entry.state.finished}
+            return CancelResult(run=entry.run, cancelled=False, finished=entry.state.finished)
         marker = run_dir(ls.project.root, entry.run) / "cancel"
         await ls.in_background(marker.write_text, "cancel requested\n")
-        return {"run": entry.run, "cancelled": True}
+        return CancelResult(run=entry.run, cancelled=True, finished=None)
 
     # -- rounds and diffs ----------------------------------------------------------------------------------
-    async def rounds(self, ls: EvoteamServer, args: RunArgs) -> dict[str, Any]:
+    async def rounds(self, ls: EvoteamServer, args: RunArgs) -> RoundsResult:
         entry = await _entry(ls, args.run)
         try:
             return await ls.in_background(_rounds, ls.project.root, entry)
         except GitStoreError as exc:
             raise RequestFailed(f"evoteam.rounds: {exc}") from None
 
-    async def diff(self, ls: EvoteamServer, args: DiffArgs) -> dict[str, Any]:
+    async def diff(self, ls: EvoteamServer, args: DiffArgs) -> CandidateDiff:
         entry = await _entry(ls, args.run)
         candidate = _candidate(entry, args.candidate)
         base = entry.state.base
@@ -186,18 +168,18 @@ class Commands(Feature):
         done, out, err = await _exec(["git", "diff", "--no-color", base, candidate.sha, "--", *paths], git.root, 60)
         if done != 0:
             raise RequestFailed(f"evoteam.candidateDiff: git diff failed: {err.strip() or done}")
-        return {
-            "run": entry.run,
-            "candidate": candidate.id,
-            "root": str(git.root),
-            "base": base,
-            "sha": candidate.sha,
-            "paths": paths,
-            "diff": out,
-        }
+        return CandidateDiff(
+            run=entry.run,
+            candidate=candidate.id,
+            root=str(git.root),
+            base=base,
+            sha=candidate.sha,
+            paths=paths,
+            diff=out,
+        )
 
     # -- accept ----------------------------------------------------------------------------------------------
-    async def accept(self, ls: EvoteamServer, args: AcceptArgs) -> dict[str, Any]:
+    async def accept(self, ls: EvoteamServer, args: AcceptArgs) -> AcceptResult:
         entry = await _entry(ls, args.run)
         chosen = args.candidate or entry.state.best
         if chosen is None:
@@ -213,18 +195,24 @@ class Commands(Feature):
         except WinnerError as exc:
             raise RequestFailed(f"evoteam.accept: {exc}") from None
         edit, changed = replace_edit(ls.workspace, files.files)
-        answer: dict[str, Any] = {"run": entry.run, "candidate": candidate.id, "sha": candidate.sha}
-        answer["speedup"] = candidate.record.geomean_speedup if candidate.record else None
-        answer["files"] = [_relative(p, ls.project.root) for p in changed]
+        answer = AcceptResult(
+            applied=True,
+            run=entry.run,
+            candidate=candidate.id,
+            sha=candidate.sha,
+            speedup=candidate.record.geomean_speedup if candidate.record else None,
+            files=[_relative(p, ls.project.root) for p in changed],
+            failure_reason=None,
+        )
         if not changed:
-            return {**answer, "applied": True}
-        speed = f" ({answer['speedup']:.2f}x)" if answer["speedup"] else ""
+            return answer
+        speed = f" ({answer.speedup:.2f}x)" if answer.speedup else ""
         label = f"evoteam: accept {candidate.id}{speed} of {entry.run}"
         result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(edit=edit, label=label))
-        return {**answer, "applied": result.applied, "failureReason": result.failure_reason}
+        return answer.model_copy(update={"applied": result.applied, "failure_reason": result.failure_reason})
 
     # -- report ----------------------------------------------------------------------------------------------
-    async def report(self, ls: EvoteamServer, args: RunArgs) -> dict[str, Any]:
+    async def report(self, ls: EvoteamServer, args: RunArgs) -> ReportResult:
         """``evoteam report RUN`` in a subprocess (plotting stays out of the server); the page's path and URI."""
         entry = await _entry(ls, args.run)
         command = [sys.executable, "-m", "evoteam.cli.main", "report", entry.run]
@@ -233,7 +221,7 @@ class Commands(Feature):
         if done != 0 or not lines:
             raise RequestFailed(f"evoteam.report: {err.strip() or f'evoteam report exited with {done}'}")
         page = Path(lines[-1])
-        return {"run": entry.run, "page": str(page), "uri": page.as_uri()}
+        return ReportResult(run=entry.run, page=str(page), uri=page.as_uri())
 
 
 async def _entry(ls: EvoteamServer, run: str) -> RunEntry:
@@ -255,31 +243,31 @@ def _candidate(entry: RunEntry, candidate: str) -> Candidate:
     return found
 
 
-def _rounds(root: Path, entry: RunEntry) -> dict[str, Any]:
+def _rounds(root: Path, entry: RunEntry) -> RoundsResult:
     """Blocking (git): every round branch of the run with its candidates and their metrics."""
     git = GitStore(root, entry.run)
     state = entry.state
     finished = {r.round: r for r in state.rounds_finished}
-    by_branch: dict[str, list[dict[str, Any]]] = {}
+    by_branch: dict[str, list[CandidateInfo]] = {}
     for commit in git.candidates():
         cid = commit.trailers.get("Evoteam-Candidate", "")
         known = state.candidates.get(cid)
         record = known.record if known else None
         speed = commit.trailers.get("Evoteam-Speedup", "")
         by_branch.setdefault(commit.branch, []).append(
-            {
-                "id": cid,
-                "role": record.role if record else commit.trailers.get("Evoteam-Role"),
-                "agent": known.agent if known else None,
-                "status": record.status.value if record else commit.trailers.get("Evoteam-Status"),
-                "speedup": record.geomean_speedup if record else _float(speed),
-                "faster": record.faster if record else None,
-                "total": record.total if record else None,
-                "sha": commit.sha,
-                "best": cid == state.best,
-            }
+            CandidateInfo(
+                id=cid,
+                role=record.role if record else commit.trailers.get("Evoteam-Role"),
+                agent=known.agent if known else None,
+                status=record.status.value if record else commit.trailers.get("Evoteam-Status"),
+                speedup=record.geomean_speedup if record else _float(speed),
+                faster=record.faster if record else None,
+                total=record.total if record else None,
+                sha=commit.sha,
+                best=cid == state.best,
+            )
         )
-    rounds = []
+    rounds: list[RoundInfo] = []
     for branch in git.branches():
         name = branch.rsplit("/", 1)[-1]
         if not name.startswith("round-"):
@@ -287,22 +275,22 @@ def _rounds(root: Path, entry: RunEntry) -> dict[str, Any]:
         number = int(name.removeprefix("round-"))
         done = finished.get(number)
         rounds.append(
-            {
-                "round": number,
-                "branch": branch,
-                "finished": done is not None,
-                "roles": done.roles if done else [],
-                "tokens": done.tokens if done else None,
-                "candidates": by_branch.get(branch, []),
-            }
+            RoundInfo(
+                round=number,
+                branch=branch,
+                finished=done is not None,
+                roles=done.roles if done else [],
+                tokens=done.tokens if done else None,
+                candidates=by_branch.get(branch, []),
+            )
         )
     best = branch_name(entry.run, "best")
-    return {
-        "run": entry.run,
-        "base": {"branch": branch_name(entry.run, "base"), "sha": state.base},
-        "best": {"branch": best, "sha": git.ref(best), "candidate": state.best, "speedup": state.best_speedup},
-        "rounds": rounds,
-    }
+    return RoundsResult(
+        run=entry.run,
+        base=BranchRef(branch=branch_name(entry.run, "base"), sha=state.base),
+        best=BestRef(branch=best, sha=git.ref(best), candidate=state.best, speedup=state.best_speedup),
+        rounds=rounds,
+    )
 
 
 def _float(text: str) -> float | None:

@@ -2,7 +2,7 @@
 accepts it), the open file's own result when its text is one of the evaluated candidates, and the status of a
 live run (its lens cancels it); a kernel without a result gets "Evolve this kernel". Everything is answered
 from memory: the run index holds the folded runs, ``SourceIndex`` their candidates' sources by content hash.
-The commands named here belong to the commands feature."""
+The commands named here belong to the commands feature (``server/messages.py`` defines them)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from lsprotocol import types as lsp
 from evoteam.gpu_bench.api import KernelTask
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import entry_line, result_label
+from evoteam.server.messages import ACCEPT, CANCEL, EVOLVE, AcceptArgs, EvolveArgs, RunArgs
 from evoteam.server.run_index import RunEntry, RunIndex, running
 from evoteam.server.winner import current_text
 from evoteam.supervisor.state import Candidate
 
 log = logging.getLogger("evoteam.server")
-ACCEPT, CANCEL, EVOLVE = "evoteam.accept", "evoteam.cancel", "evoteam.evolve"
 
 
 @dataclass(frozen=True)
@@ -173,8 +173,8 @@ def lenses(uri: str, point: EntryPoint, found: KernelResults) -> list[lsp.CodeLe
         commands.append(
             lsp.Command(
                 title=f"best: {result_label(found.best[1].record)}",
-                command=ACCEPT,
-                arguments=[entry.run, candidate.id],
+                command=ACCEPT.name,
+                arguments=ACCEPT.arguments(AcceptArgs(run=entry.run, candidate=candidate.id)),
                 tooltip=f"Accept candidate {candidate.id} of run {entry.run} into the editor",
             )
         )
@@ -185,13 +185,14 @@ def lenses(uri: str, point: EntryPoint, found: KernelResults) -> list[lsp.CodeLe
         commands.append(
             lsp.Command(
                 title=live_label(found.live),
-                command=CANCEL,
-                arguments=[found.live.run],
+                command=CANCEL.name,
+                arguments=CANCEL.arguments(RunArgs(run=found.live.run)),
                 tooltip=f"Cancel run {found.live.run}",
             )
         )
     elif found.best is None:
-        commands.append(lsp.Command(title="Evolve this kernel", command=EVOLVE, arguments=[uri]))
+        arguments = EVOLVE.arguments(EvolveArgs(uri=uri))
+        commands.append(lsp.Command(title="Evolve this kernel", command=EVOLVE.name, arguments=arguments))
     return [lsp.CodeLens(range=where, command=command) for command in commands]
 
 

@@ -12,6 +12,7 @@ import logging
 from lsprotocol import types as lsp
 
 from evoteam.server.app import EvoteamServer, Feature
+from evoteam.server.messages import RUN_PROGRESS_PREFIX
 from evoteam.server.run_index import RunEntry, running
 from evoteam.supervisor.state import run_dir
 
@@ -23,7 +24,7 @@ CHECK_EVERY = 30.0
 
 
 def token_of(run: str) -> str:
-    return f"evoteam/run/{run}"
+    return f"{RUN_PROGRESS_PREFIX}{run}"
 
 
 def progress_message(entry: RunEntry) -> str:

@@ -1,52 +1,8 @@
-// The runs as the server reports them (evoteam.runs, evoteam/runUpdated, evoteam.rounds) and the labels the tree
-// view and the status bar show for them: pure logic, no vscode import.
+// The runs as the server reports them (evoteam.runs, evoteam/runUpdated, evoteam.rounds, $/progress) and the labels
+// the tree view and the status bar show for them: pure logic, no vscode import. The message types come from
+// messages.generated.ts (generated from the server's server/messages.py).
 
-export interface RunSummary {
-  run: string;
-  kernel: string;
-  mode: string;
-  llm: string;
-  live: boolean;
-  finished: string | null;
-  round: number;
-  rounds: number;
-  roundsFinished: number;
-  team: string[];
-  protocol: string | null;
-  best: string | null;
-  bestSpeedup: number | null;
-  tokens: number;
-  budget: number;
-  candidates: number;
-}
-
-export interface CandidateInfo {
-  id: string;
-  role: string | null;
-  agent: string | null;
-  status: string | null;
-  speedup: number | null;
-  faster: number | null;
-  total: number | null;
-  sha: string;
-  best: boolean;
-}
-
-export interface RoundInfo {
-  round: number;
-  branch: string;
-  finished: boolean;
-  roles: string[];
-  tokens: number | null;
-  candidates: CandidateInfo[];
-}
-
-export interface RoundsAnswer {
-  run: string;
-  base: { branch: string; sha: string | null };
-  best: { branch: string; sha: string | null; candidate: string | null; speedup: number | null };
-  rounds: RoundInfo[];
-}
+import { CandidateInfo, RUN_PROGRESS_PREFIX, RoundInfo, RunSummary, RunUpdate } from "./messages.generated";
 
 /** ``runs`` with ``update`` in place of the run of the same id (or added at the end: runs are oldest first). */
 export function upsertRun(runs: RunSummary[], update: RunSummary): RunSummary[] {
@@ -57,6 +13,11 @@ export function upsertRun(runs: RunSummary[], update: RunSummary): RunSummary[] 
   const copy = runs.slice();
   copy[at] = update;
   return copy;
+}
+
+/** ``runs`` after an `evoteam/runUpdated`: the run replaced or added, or left out when the server removed it. */
+export function applyUpdate(runs: RunSummary[], update: RunUpdate): RunSummary[] {
+  return "removed" in update ? runs.filter((r) => r.run !== update.run) : upsertRun(runs, update);
 }
 
 export function speed(value: number | null | undefined): string {
@@ -95,8 +56,31 @@ export function candidateLabel(candidate: CandidateInfo): { label: string; descr
 
 /** The run a `$/progress` token of the server belongs to (`evoteam/run/RUN`), or null. */
 export function progressRun(token: string | number): string | null {
-  const match = /^evoteam\/run\/(.+)$/.exec(String(token));
-  return match ? match[1] : null;
+  const text = String(token);
+  return text.startsWith(RUN_PROGRESS_PREFIX) && text.length > RUN_PROGRESS_PREFIX.length ? text.slice(RUN_PROGRESS_PREFIX.length) : null;
+}
+
+/** What a `$/progress` notification of the server changes in `progress` (run → its latest message). */
+export interface ProgressValue {
+  kind: "begin" | "report" | "end";
+  message?: string;
+}
+
+/**
+ * Keeps `progress` (run → the server's latest `$/progress` message) current: an end forgets the run, a begin or
+ * report with a message replaces it. Whether the token is a run's (then the status bar is redrawn).
+ */
+export function applyProgress(progress: Map<string, string>, token: string | number, value: ProgressValue): boolean {
+  const run = progressRun(token);
+  if (run === null) {
+    return false;
+  }
+  if (value.kind === "end") {
+    progress.delete(run);
+  } else if (value.message) {
+    progress.set(run, value.message);
+  }
+  return true;
 }
 
 /**

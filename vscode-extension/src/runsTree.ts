@@ -2,27 +2,18 @@
 // status, speedup). Runs come from evoteam.runs and evoteam/runUpdated; a run's rounds from evoteam.rounds.
 
 import * as vscode from "vscode";
-import {
-  CandidateInfo,
-  RoundInfo,
-  RoundsAnswer,
-  RunSummary,
-  candidateLabel,
-  roundDescription,
-  runDescription,
-  upsertRun,
-} from "./runs";
+import { CandidateInfo, ROUNDS, RUNS, RoundInfo, RoundsResult, RunSummary, RunUpdate } from "./messages.generated";
+import { applyUpdate, candidateLabel, roundDescription, runDescription } from "./runs";
+import { Ask } from "./serverClient";
 
 export type Node =
   | { kind: "run"; run: RunSummary }
   | { kind: "round"; run: string; round: RoundInfo; base: string | null }
   | { kind: "candidate"; run: string; round: RoundInfo; candidate: CandidateInfo; base: string | null };
 
-export type Ask = <T>(command: string, ...args: unknown[]) => Promise<T>;
-
 export class RunsTree implements vscode.TreeDataProvider<Node> {
   private runs: RunSummary[] = [];
-  private readonly rounds = new Map<string, Promise<RoundsAnswer>>();
+  private readonly rounds = new Map<string, Promise<RoundsResult>>();
   private readonly changed = new vscode.EventEmitter<Node | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
 
@@ -39,10 +30,15 @@ export class RunsTree implements vscode.TreeDataProvider<Node> {
     this.changed.fire(undefined);
   }
 
-  /** One run changed (evoteam/runUpdated): its rounds are read again when shown. */
-  update(run: RunSummary): void {
-    this.runs = upsertRun(this.runs, run);
-    this.rounds.delete(run.run);
+  /** Every run again from the server (evoteam.runs). */
+  async refresh(): Promise<void> {
+    this.reset(await this.ask(RUNS));
+  }
+
+  /** One run changed or was removed (evoteam/runUpdated): its rounds are read again when shown. */
+  update(update: RunUpdate): void {
+    this.runs = applyUpdate(this.runs, update);
+    this.rounds.delete(update.run);
     this.changed.fire(undefined);
   }
 
@@ -96,10 +92,10 @@ export class RunsTree implements vscode.TreeDataProvider<Node> {
     return [];
   }
 
-  private roundsOf(run: string): Promise<RoundsAnswer> {
+  private roundsOf(run: string): Promise<RoundsResult> {
     let found = this.rounds.get(run);
     if (found === undefined) {
-      found = this.ask<RoundsAnswer>("evoteam.rounds", run);
+      found = this.ask(ROUNDS, run);
       found.catch(() => this.rounds.delete(run));
       this.rounds.set(run, found);
     }

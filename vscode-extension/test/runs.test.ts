@@ -1,10 +1,10 @@
 // The runs' labels in the tree and the status bar, updates by run id, and where a worktree goes.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { CandidateInfo, RoundInfo, RunSummary } from "../src/messages.generated";
 import {
-  CandidateInfo,
-  RoundInfo,
-  RunSummary,
+  applyProgress,
+  applyUpdate,
   candidateLabel,
   progressRun,
   roundDescription,
@@ -48,6 +48,14 @@ test("an update replaces the run of its id and a new run goes last", () => {
   assert.deepEqual(upsertRun(runs, summary("c")).map((r) => r.run), ["a", "b", "c"]);
 });
 
+test("a removed run leaves the list; a summary replaces or adds its run", () => {
+  const runs = [summary("a"), summary("b")];
+  assert.deepEqual(applyUpdate(runs, { run: "a", removed: true }).map((r) => r.run), ["b"]);
+  assert.deepEqual(applyUpdate(runs, { run: "zz", removed: true }).map((r) => r.run), ["a", "b"]);
+  assert.deepEqual(applyUpdate(runs, summary("b", { round: 1 })).map((r) => [r.run, r.round]), [["a", 3], ["b", 1]]);
+  assert.equal(runs.length, 2, "the old list is left as it was");
+});
+
 test("runs, rounds and candidates read as the issue shows them", () => {
   assert.equal(runDescription(summary("a")), "scale_add · evolving · rounds · best 1.35x");
   assert.equal(runDescription(summary("a", { live: true, finished: null, round: 2, bestSpeedup: null })), "scale_add · evolving · round 2/3 · best –");
@@ -82,6 +90,19 @@ test("the server's progress message for the run wins over the summary, and its t
   assert.equal(progressRun("evoteam/run/scale_add-20261203-120000-ab12"), "scale_add-20261203-120000-ab12");
   assert.equal(progressRun("other/token"), null);
   assert.equal(progressRun(7), null);
+  assert.equal(progressRun("evoteam/run/"), null);
+});
+
+test("a run's progress keeps its latest message until it ends; other tokens are not the status bar's", () => {
+  const progress = new Map<string, string>();
+  assert.equal(applyProgress(progress, "evoteam/run/r1", { kind: "begin", message: "starting" }), true);
+  assert.equal(applyProgress(progress, "evoteam/run/r1", { kind: "report" }), true);
+  assert.deepEqual([...progress], [["r1", "starting"]], "a report without a message keeps the last one");
+  applyProgress(progress, "evoteam/run/r1", { kind: "report", message: "round 1/3 · Optimizer" });
+  assert.equal(progress.get("r1"), "round 1/3 · Optimizer");
+  assert.equal(applyProgress(progress, "other/token", { kind: "report", message: "x" }), false);
+  applyProgress(progress, "evoteam/run/r1", { kind: "end", message: "rounds · best 1.20x" });
+  assert.equal(progress.size, 0);
 });
 
 test("a worktree goes beside the repository, named after it and the branch", () => {
