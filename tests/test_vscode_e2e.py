@@ -24,6 +24,9 @@ import pytest
 
 from conftest import git, init_repo
 
+# e2e; the limits are long (a busy machine is slow, not broken): only a hang reaches them.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
 REPO = Path(__file__).resolve().parent.parent
 EXTENSION = REPO / "vscode-extension"
 VSIX = EXTENSION / "evoteam.vsix"
@@ -76,7 +79,7 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
     before = (workspace / KERNEL).read_text()
     command = ["node", str(EXTENSION / "e2e" / "evolve.mjs"), "--folder", str(workspace), "--vsix", str(VSIX)]
     command += ["--python", sys.executable, "--kernel", KERNEL, "--out", str(shots)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=540, cwd=REPO)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=840, cwd=REPO)
     print(done.stderr[-4000:])
     print(f"screenshots: {shots}")
     lines = done.stdout.strip().splitlines()
@@ -111,7 +114,10 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
     journal = (workspace / ".evoteam" / "runs" / cancelled / "journal.jsonl").read_text()
     assert '"reason":"cancelled"' in journal
     other = found["acceptedOther"]
-    assert other.startswith("evoteam: accepted r01-") and "into kernels/rmsnorm_tuned.cpp (unsaved" in other
+    if other.startswith("evoteam: the files already hold "):  # the other candidate's text equals the winner's
+        assert other.startswith("evoteam: the files already hold r01-"), other
+    else:
+        assert other.startswith("evoteam: accepted r01-") and "into kernels/rmsnorm_tuned.cpp (unsaved" in other
     names = sorted((p.name for p in shots.glob("*.png")), key=lambda name: int(name.split("-")[0]))
     assert names == [
         "1-kernel-open.png",
@@ -138,7 +144,7 @@ def test_a_server_that_cannot_start_says_why_and_shows_the_log(workspace: Path, 
     shots = tmp_path / "screenshots"
     command = ["node", str(EXTENSION / "e2e" / "startup.mjs"), "--folder", str(workspace), "--vsix", str(VSIX)]
     command += ["--python", str(python), "--kernel", KERNEL, "--expect", expect, "--out", str(shots)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=REPO)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=420, cwd=REPO)
     print(f"screenshots: {shots}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert done.returncode == 0 and found["ok"], found.get("error") or done.stderr[-2000:]
