@@ -8,6 +8,7 @@ kept with the artifact so a cache hit reports them too. No torch here: ``evoteam
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -19,9 +20,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from evoteam.gpu_bench.build.cuda import nvcc
+from evoteam.gpu_bench.build.tool_version import version_line
 from evoteam.gpu_bench.sandbox.run import run_confined
 from evoteam.gpu_bench.schema import Binding, Diagnostic, KernelResources, Language, Solution
-from evoteam.gpu_bench.build.tool_version import version_line
 
 DEFAULT_CXX_FLAGS = ("-O3",)
 BUILD_TIMEOUT_S = 300.0
@@ -81,8 +82,12 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
     root = cache_root or default_cache_root()
     final = root / build_key(solution)
     marker = final / "artifact"
+    tampered: list[str] = []
     if marker.is_file():
-        return _cached(final, marker, time.perf_counter() - start)
+        tampered = _tampered(final, solution)
+        if not tampered:
+            return _cached(final, marker, time.perf_counter() - start)
+        shutil.rmtree(final, ignore_errors=True)  # rebuilt below, and the result says why
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     try:
@@ -102,15 +107,48 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
                     raise
             else:
                 (final / _RESULT).write_text(result.model_dump_json())
+                (final / _MANIFEST).write_text(json.dumps(_digests(final)))
                 marker.write_text(result.artifact or "")
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     result.seconds = time.perf_counter() - start
+    if tampered:
+        what = ", ".join(tampered[:5])
+        note = f"[evoteam: the build cache entry {final.name} did not match its manifest ({what}); rebuilt]"
+        result.log = f"{note}\n{result.log}" if result.log else note
     return result
 
 
 _RESULT = "result.json"
+_MANIFEST = "manifest.json"
+"""SHA-256 of every file of a cache entry when it was made: an entry is checked against it on every read."""
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    """Every file of an entry but its bookkeeping. Workers write no bytecode, so a ``__pycache__`` in an entry
+    was planted (Python would load it in place of the source)."""
+    return {
+        path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name not in (_MANIFEST, "artifact")
+    }
+
+
+def _tampered(final: Path, solution: Solution) -> list[str]:
+    """What about a cache entry differs from when it was made, or from the solution it is the build of: files
+    changed, added or removed since its manifest, sources that are not the solution's. Empty: it is sound."""
+    try:
+        recorded = json.loads((final / _MANIFEST).read_text())
+    except (OSError, ValueError):
+        return ["no manifest"]
+    found = _digests(final)
+    problems = sorted(name for name in recorded.keys() | found.keys() if recorded.get(name) != found.get(name))
+    for source in solution.sources:
+        path = final / source.path
+        if not path.is_file() or path.read_text(errors="replace") != source.content:
+            problems.append(f"source {source.path}")
+    return problems
 
 
 def _cached(final: Path, marker: Path, seconds: float) -> BuildResult:

@@ -192,6 +192,7 @@ def serve(
     is applied first and recorded in the environment it reports."""
     threads = policy if policy is not None else default_policy()
     apply_threads(threads)
+    sys.dont_write_bytecode = True  # build cache entries stay as built (a planted .pyc is caught on read)
     proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
     proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDONLY)
