@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from evoteam.gpu_bench.build.cuda import nvcc
+from evoteam.gpu_bench.build.lint import lint_solution
 from evoteam.gpu_bench.build.tool_version import version_line
 from evoteam.gpu_bench.sandbox.run import run_confined
 from evoteam.gpu_bench.schema import Binding, Diagnostic, KernelResources, Language, Solution
@@ -96,6 +97,7 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(source.content)
         result = _compile(solution, work, final)
+        result.diagnostics = [*result.diagnostics, *lint_solution(solution)]  # kept with the entry
         if result.ok:
             if final.exists() and not marker.is_file():  # left half-written by a killed build
                 shutil.rmtree(final, ignore_errors=True)
@@ -133,6 +135,24 @@ def _digests(folder: Path) -> dict[str, str]:
         for path in sorted(folder.rglob("*"))
         if path.is_file() and path.name not in (_MANIFEST, "artifact")
     }
+
+
+def keep_in_entry(path: Path, text: str) -> None:
+    """Writes a file derived from a cache entry's artifact (the SASS) into the entry and records it in the
+    entry's manifest, so later reads hold it to what was written. Best effort on a read-only cache."""
+    entry = path.parent
+    manifest = entry / _MANIFEST
+    try:
+        recorded = json.loads(manifest.read_text())
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(path)
+        recorded[path.relative_to(entry).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+        listed = manifest.with_name(f"{_MANIFEST}.{os.getpid()}")
+        listed.write_text(json.dumps(recorded))
+        listed.replace(manifest)
+    except (OSError, ValueError):
+        return
 
 
 def _tampered(final: Path, solution: Solution) -> list[str]:

@@ -7,13 +7,12 @@ cache hit), needs no GPU and imports no torch.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.build.builder import BuildResult, build
+from evoteam.gpu_bench.build.builder import BuildResult, build, keep_in_entry
 from evoteam.gpu_bench.build.cuda import nvcc
 from evoteam.gpu_bench.build.cuda.constraints import Constraints, check
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Diagnostic, KernelResources, Language, Solution, SourceFile
@@ -92,12 +91,7 @@ def generated_code(built: BuildResult, constraints: Constraints) -> tuple[str, s
     sass, why = nvcc.disassemble(artifact)
     if sass is None:
         return ptx, None, [f"SASS not checked: {why}"]
-    tmp = kept.with_suffix(f".sass.{os.getpid()}")
-    try:
-        tmp.write_text(sass)
-        tmp.replace(kept)
-    except OSError:
-        pass  # a read-only cache still gets an answer
+    keep_in_entry(kept, sass)  # recorded in the entry's manifest; a read-only cache still gets an answer
     return ptx, sass, []
 
 
