@@ -28,6 +28,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
+from evoteam.supervisor.events import parse_event
 from evoteam.supervisor.journal import Journal
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,18 +61,22 @@ def make_repo(root: Path, candidates: int, seed: int = 0) -> tuple[Path, str]:
     folder = root / ".evoteam" / "runs" / run
     folder.mkdir(parents=True)
     journal = Journal(folder / "journal.jsonl")
+
+    def add(kind: str, data: dict[str, Any]) -> None:
+        journal.append(parse_event(kind, data))
+
     rounds = (candidates + PER_ROUND - 1) // PER_ROUND
     config = {"run": run, "kernel": "scale_add", "config": str(root / "evoteam.toml"), "rounds": rounds}
     config |= {"llm": "offline", "mode": "evolving", "budget": 2_000_000}
-    journal.append("run_started", {"config": config})
-    journal.append("base", {"sha": "0" * 40})
+    add("run_started", {"config": config})
+    add("base", {"sha": "0" * 40})
     team = {"roles": ROLES, "protocol": "sequential"}
     text = (root / "kernel.cpp").read_text()
     rng = random.Random(seed)
     best: tuple[str, float] | None = None
     number = 0
     for round_number in range(1, rounds + 1):
-        journal.append("round_started", {"round": round_number, "team": team})
+        add("round_started", {"round": round_number, "team": team})
         records = []
         for _ in range(min(PER_ROUND, candidates - number)):
             number += 1
@@ -85,7 +90,7 @@ def make_repo(root: Path, candidates: int, seed: int = 0) -> tuple[Path, str]:
                 "spec": {"language": "cpp", "target_hardware": ["cpu"], "entry_point": "kernel.cpp::scale_add"},
                 "sources": [{"path": "kernel.cpp", "content": source}],
             }
-            journal.append(
+            add(
                 "submitted",
                 {"id": cid, "round": round_number, "role": role, "agent": f"{role}-0", "rationale": "bench"}
                 | {"solution": solution},
@@ -103,17 +108,17 @@ def make_repo(root: Path, candidates: int, seed: int = 0) -> tuple[Path, str]:
             record = {"id": cid, "round": round_number, "role": role, "status": "PASSED", "rationale": "bench"}
             record |= {"geomean_speedup": geomean, "faster": sum(s > 1 for s in speedups), "total": WORKLOADS}
             record |= {"workloads": outcomes}
-            journal.append("evaluated", {"record": record})
-            journal.append("committed", {"id": cid, "sha": f"{number:040x}"})
+            add("evaluated", {"record": record})
+            add("committed", {"id": cid, "sha": f"{number:040x}"})
             records.append(record)
             if best is None or geomean > best[1]:
                 best = (cid, geomean)
-                journal.append("best", {"id": cid, "sha": f"{number:040x}", "speedup": geomean})
-            journal.append("tokens", {"role": role, "agent": f"{role}-0", "usage": {"input_tokens": 900}})
+                add("best", {"id": cid, "sha": f"{number:040x}", "speedup": geomean})
+            add("tokens", {"role": role, "agent": f"{role}-0", "usage": {"input_tokens": 900}})
         decision = {"round": round_number, "rationale": "no stagnation signal: team kept", "actions": []}
-        journal.append("decision", {"decision": decision})
-        journal.append("round_finished", {"record": {"round": round_number, "roles": ROLES, "candidates": records}})
-    journal.append("run_finished", {"best": best[0] if best else None, "reason": "rounds"})
+        add("decision", {"decision": decision})
+        add("round_finished", {"record": {"round": round_number, "roles": ROLES, "candidates": records}})
+    add("run_finished", {"best": best[0] if best else None, "reason": "rounds"})
     return root / "kernel.cpp", run
 
 

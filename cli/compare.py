@@ -36,9 +36,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from evoteam.cli.evolve import sandbox_problem, select_task, start
+    from evoteam.supervisor.config import RunConfig, journal_path, new_run_id
     from evoteam.supervisor.git_store import GitStore
     from evoteam.supervisor.journal import Journal
-    from evoteam.supervisor.state import RunConfig, fold, new_run_id, run_dir
+    from evoteam.supervisor.state import fold
 
     if args.rounds < 1 or args.budget < 0:
         print("evoteam: --rounds must be at least 1 and --budget not negative", file=sys.stderr)
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         if code != 0:
             return code
         root = GitStore(task.source, config.run).root
-        state = fold(Journal(run_dir(root, config.run) / "journal.jsonl").events())
+        state = fold(Journal(journal_path(root, config.run)).events())
         best = state.candidates.get(state.best) if state.best else None
         record = best.record if best else None
         rows.append((mode, state, record, config.run))

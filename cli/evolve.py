@@ -68,7 +68,7 @@ def _fail(message: str) -> int:
 
 
 def run_evolve(args: argparse.Namespace) -> int:
-    from evoteam.supervisor.state import RunConfig, new_run_id
+    from evoteam.supervisor.config import RunConfig, new_run_id
 
     if args.rounds < 1 or args.budget < 0:
         return _fail("--rounds must be at least 1 and --budget not negative")
@@ -128,10 +128,10 @@ def select_task(kernel: str, runner: str) -> tuple[Path, Any] | str:
 
 
 def start(config: Any, task: Any, detach: bool) -> int:
+    from evoteam.supervisor.config import run_dir, state_dir
     from evoteam.supervisor.git_store import GitStore, GitStoreError
     from evoteam.supervisor.lock import KernelLock, RunLocked
     from evoteam.supervisor.loop import start_run
-    from evoteam.supervisor.state import run_dir, state_dir
 
     try:
         root = GitStore(task.source, config.run).root
@@ -170,13 +170,17 @@ def _resume(root: Path, run: str) -> int:
     from evoteam.cli.runs_view import Progress
     from evoteam.gpu_bench.api import TaskError
     from evoteam.roles.backends.choose import BackendError
-    from evoteam.supervisor.journal import Journal
+    from evoteam.supervisor.config import journal_path
+    from evoteam.supervisor.journal import Journal, JournalError
     from evoteam.supervisor.lock import RunLocked
     from evoteam.supervisor.loop import Supervisor
     from evoteam.supervisor.setup import SetupError, load_task, make_services
-    from evoteam.supervisor.state import fold, run_dir
+    from evoteam.supervisor.state import fold
 
-    state = fold(Journal(run_dir(root, run) / "journal.jsonl").events())
+    try:
+        state = fold(Journal(journal_path(root, run)).events())
+    except JournalError as exc:
+        return _fail(str(exc))
     if state.config is None:
         return _fail(f"no run {run!r} in {root / '.evoteam' / 'runs'} (`evoteam runs` lists them)")
     problem = sandbox_problem(state.config.unsafe_no_sandbox)
@@ -188,11 +192,11 @@ def _resume(root: Path, run: str) -> int:
     except (SetupError, TaskError, BackendError) as exc:
         return _fail(str(exc))
     progress = Progress(state.config)
-    services.on_change, services.on_activity = progress.update, progress.activity
+    services.reporter = progress
     try:
         with progress:
             final = Supervisor(root, run, services).run()
-    except RunLocked as exc:
+    except (RunLocked, JournalError) as exc:
         return _fail(str(exc))
     finally:
         runner.close()

@@ -34,7 +34,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from evoteam.cli.runs import run_state
+    from evoteam.cli.runs import read_run
     from evoteam.gpu_bench.api import (
         BenchInputError,
         Evaluator,
@@ -48,11 +48,11 @@ def run_export(args: argparse.Namespace) -> int:
     from evoteam.roles.tools.evaluation import TaskEvaluations
     from evoteam.supervisor.setup import SetupError, load_task
 
-    root, state = run_state(args.run_id)
-    if root is None:
-        return _fail(f"{Path.cwd()} is not inside a git repository")
-    if state is None:
-        return _fail(f"no run {args.run_id!r} in {root / '.evoteam' / 'runs'} (`evoteam runs` lists them)")
+    found = read_run(args.run_id)
+    if isinstance(found, str):
+        return _fail(found)
+    root, state = found
+    assert state.config is not None  # read_run returns only runs that started
     chosen = args.candidate or state.best
     if chosen is None:
         return _fail(f"run {args.run_id} has no passing candidate to export (give one with --candidate)", 1)

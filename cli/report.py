@@ -26,18 +26,19 @@ def _fail(message: str) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from evoteam.cli.runs import run_state
+    from evoteam.cli.runs import read_run
+    from evoteam.supervisor.config import journal_path, run_dir
     from evoteam.supervisor.journal import Journal
     from evoteam.supervisor.report import write_report
-    from evoteam.supervisor.state import run_dir
 
-    root, state = run_state(args.run_id)
-    if state is None:
-        return _fail(f"no run {args.run_id!r} here (`evoteam runs` lists them)")
+    found = read_run(args.run_id)
+    if isinstance(found, str):
+        return _fail(found)
+    root, _ = found
     folder = run_dir(root, args.run_id)
     out = args.out if args.out is not None else folder / "report"
     try:
-        page = write_report(Journal(folder / "journal.jsonl").events(), out.resolve())
+        page = write_report(Journal(journal_path(root, args.run_id)).events(), out.resolve())
     except OSError as exc:
         return _fail(f"cannot write the report into {out}: {exc.strerror or exc}")
     print(page)

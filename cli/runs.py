@@ -10,7 +10,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evoteam.supervisor.state import RunState
 
 
 def add_parser(sub: Any) -> None:
@@ -44,23 +47,27 @@ def _root() -> Path | None:
         return None
 
 
-def run_state(run: str) -> Any:
-    """The repository root and the run's state (None for either that is not there)."""
+def read_run(run: str) -> tuple[Path, RunState] | str:
+    """The repository root and the run's state, or the one line to print instead: not in a repository, no such
+    run, or a journal this evoteam cannot read (another format version, not a journal)."""
+    from evoteam.supervisor.config import journal_path
     from evoteam.supervisor.journal import Journal, JournalError
-    from evoteam.supervisor.state import fold, run_dir
+    from evoteam.supervisor.state import fold
 
     root = _root()
     if root is None:
-        return None, None
+        return f"{Path.cwd()} is not inside a git repository"
     try:
-        state = fold(Journal(run_dir(root, run) / "journal.jsonl").events())
-    except JournalError:
-        return root, None
-    return root, state if state.config is not None else None
+        state = fold(Journal(journal_path(root, run)).events())
+    except JournalError as exc:
+        return str(exc)
+    if state.config is None:
+        return f"no run {run!r} here (`evoteam runs` lists them)"
+    return root, state
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    from evoteam.supervisor.journal import Journal
+    from evoteam.supervisor.journal import Journal, JournalError
     from evoteam.supervisor.state import fold
 
     root = _root()
@@ -68,7 +75,11 @@ def run_runs(args: argparse.Namespace) -> int:
         return _fail(f"{Path.cwd()} is not inside a git repository")
     folder = root / ".evoteam" / "runs"
     for path in sorted(folder.glob("*/journal.jsonl")) if folder.is_dir() else []:
-        state = fold(Journal(path).events())
+        try:
+            state = fold(Journal(path).events())
+        except JournalError as exc:
+            print(f"evoteam: {exc}", file=sys.stderr)  # one unreadable run does not hide the others
+            continue
         if state.config is None:
             continue
         best = f"{state.best_speedup:.3f}x" if state.best_speedup is not None else "-"
@@ -84,9 +95,10 @@ def run_show(args: argparse.Namespace) -> int:
 
     from evoteam.cli.runs_view import show
 
-    _, state = run_state(args.run_id)
-    if state is None:
-        return _fail(f"no run {args.run_id!r} here (`evoteam runs` lists them)")
+    found = read_run(args.run_id)
+    if isinstance(found, str):
+        return _fail(found)
+    _, state = found
     if args.json:
         print(json.dumps(_as_json(state), indent=2))
     else:
@@ -119,11 +131,12 @@ def _as_json(state: Any) -> dict[str, Any]:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    from evoteam.supervisor.state import run_dir
+    from evoteam.supervisor.config import run_dir
 
-    root, state = run_state(args.run_id)
-    if state is None:
-        return _fail(f"no run {args.run_id!r} here (`evoteam runs` lists them)")
+    found = read_run(args.run_id)
+    if isinstance(found, str):
+        return _fail(found)
+    root, state = found
     if state.finished is not None:
         print(f"run {args.run_id} already finished ({state.finished})")
         return 0
@@ -134,12 +147,14 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 def run_accept(args: argparse.Namespace) -> int:
     from evoteam.supervisor.git_store import GitStore
-    from evoteam.supervisor.loop import kernel_paths
+    from evoteam.supervisor.services import kernel_paths
     from evoteam.supervisor.setup import SetupError, load_task
 
-    root, state = run_state(args.run_id)
-    if state is None:
-        return _fail(f"no run {args.run_id!r} here (`evoteam runs` lists them)")
+    found = read_run(args.run_id)
+    if isinstance(found, str):
+        return _fail(found)
+    root, state = found
+    assert state.config is not None  # read_run returns only runs that started
     chosen = args.candidate or state.best
     if chosen is None:
         return _fail(f"run {args.run_id} has no passing candidate to accept", 1)

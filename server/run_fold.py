@@ -1,22 +1,27 @@
 """One run's journal folded for the editor, kept current by reading only what was appended since the last read.
 
+It reads the supervisor's typed events (``evoteam.supervisor.events``, through ``journal.decode``) and folds them
+with the supervisor's own ``apply``; the journal's version line is checked like the supervisor checks it, so a
+journal of another format version is a ``JournalError`` with the same one-line message.
+
 The state it holds has no per-workload outcomes: a run of 1,000 candidates over 47 workloads would keep 47,000
 outcome objects that only a hover or a diagnostic of one candidate ever reads. It remembers where each
 candidate's ``evaluated`` line starts instead, and ``workloads`` reads that one line back when asked.
 
-Each update folds the new events into a copy of the previous state (its containers copied, candidates that can
-still change copied), so a state handed out earlier never changes under a request that is reading it.
+Each update folds the new events into a copy of the previous state (``RunState.thawed``), so a state handed out
+earlier never changes under a request that is reading it.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from evoteam.supervisor.journal import Event, JournalError
+from evoteam.supervisor.events import Evaluated
+from evoteam.supervisor.journal import Entry, JournalError, check_header, decode
 from evoteam.supervisor.records import WorkloadOutcome
 from evoteam.supervisor.state import RunState, apply
 
@@ -38,10 +43,10 @@ class RunFold:
         self._offset, self._lines, self._tail = 0, 0, b""
 
     def update(self) -> bool:
-        """Folds the events appended since the last update; True when there were any. A line that is not an
-        event (or an event that does not fit the run) raises JournalError and leaves the state as it was; a
-        journal that shrank or was rewritten is folded again from its start. A torn last line (its writer not
-        done) is left for the next update."""
+        """Folds the events appended since the last update; True when there were any. A journal of another
+        format version, a line that is not an event (or an event that does not fit the run) raises JournalError
+        and leaves the state as it was; a journal that shrank or was rewritten is folded again from its start. A
+        torn last line (its writer not done) is left for the next update."""
         with self.path.open("rb") as handle:
             rewritten = self._offset > 0 and not self._continues(handle)
             if not rewritten:
@@ -52,33 +57,29 @@ class RunFold:
         self._offset, self._lines, self._tail = fresh._offset, fresh._lines, fresh._tail
         return True
 
-    def _read_on(self, handle: Any) -> bool:
+    def _read_on(self, handle: IO[bytes]) -> bool:
         """Folds what follows the offset in the open journal ``handle``."""
         handle.seek(self._offset)
-        events: list[tuple[int, Event]] = []
+        entries: list[tuple[int, Entry]] = []
         offset, lines, tail = self._offset, self._lines, self._tail
         for line in handle:
-            if line.strip():
-                try:
-                    events.append((offset, _lean(line)))
-                except (ValueError, ValidationError) as exc:
-                    if not line.endswith(b"\n"):
-                        break
-                    raise JournalError(f"{self.path}:{lines + 1}: not a journal event: {exc}") from None
+            if not line.endswith(b"\n"):
+                break  # a torn line: its writer is not done
+            if lines == 0:
+                check_header(line.rstrip(b"\n"), self.path)
+            elif line.strip():
+                entries.append((offset, _lean(line, f"{self.path}:{lines + 1}")))
             offset, lines, tail = offset + len(line), lines + 1, (tail + line)[-_TAIL:]
-        state, evaluated = _thaw(self.state), {}
-        try:
-            for at, event in events:
-                apply(state, event)
-                if event.kind == "evaluated":
-                    evaluated[event.data["record"]["id"]] = at
-        except (KeyError, TypeError, ValueError) as exc:
-            raise JournalError(f"{self.path}: an event that does not fit the run: {exc!r}") from None
-        if events:
+        state, evaluated = self.state.thawed(), {}
+        for at, entry in entries:
+            apply(state, entry.event)
+            if isinstance(entry.event, Evaluated):
+                evaluated[entry.event.record.id] = at
+        if entries:
             self.state = state
             self.evaluated_at |= evaluated
         self._offset, self._lines, self._tail = offset, lines, tail
-        return bool(events)
+        return bool(entries)
 
     def workloads(self, candidate: str) -> list[WorkloadOutcome]:
         """The per-workload outcomes of ``candidate``'s evaluation, read from its journal line ([] when it has
@@ -96,16 +97,19 @@ class RunFold:
         except (OSError, ValueError, KeyError, TypeError, ValidationError):
             return []
 
-    def _continues(self, handle: Any) -> bool:
+    def _continues(self, handle: IO[bytes]) -> bool:
         """Whether the file still holds, just before the offset, the bytes this fold read there."""
         start = self._offset - len(self._tail)
         handle.seek(start)
         return bool(handle.read(len(self._tail)) == self._tail)
 
 
-def _lean(line: bytes) -> Event:
-    """A journal line as an event, without the per-workload outcomes of the records it carries."""
-    raw = json.loads(line)
+def _lean(line: bytes, where: str) -> Entry:
+    """A journal line as an entry, without the per-workload outcomes of the records it carries."""
+    try:
+        raw: Any = json.loads(line)
+    except ValueError:
+        raise JournalError(f"{where}: not a journal event: not JSON") from None
     data = raw.get("data") if isinstance(raw, dict) else None
     if isinstance(data, dict):
         records = [data.get("record")] if raw.get("kind") == "evaluated" else []
@@ -114,23 +118,4 @@ def _lean(line: bytes) -> Event:
         for record in records:
             if isinstance(record, dict):
                 record.pop("workloads", None)
-    return Event.model_validate(raw)
-
-
-def _thaw(state: RunState) -> RunState:
-    """A copy of ``state`` that folding more events into leaves ``state`` as it is."""
-    candidates = {
-        cid: c if c.record is not None and c.sha is not None else c.model_copy() for cid, c in state.candidates.items()
-    }
-    return state.model_copy(
-        update={
-            "rounds_started": list(state.rounds_started),
-            "rounds_finished": list(state.rounds_finished),
-            "candidates": candidates,
-            "finished_agents": set(state.finished_agents),
-            "decisions": list(state.decisions),
-            "tokens": dict(state.tokens),
-            "profiled_rounds": set(state.profiled_rounds),
-            "knowledge_rounds": set(state.knowledge_rounds),
-        }
-    )
+    return decode(raw, where)

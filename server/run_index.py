@@ -1,10 +1,12 @@
 """Every run of the repository as its journal says, kept current cheaply: a journal is read again only when its
 size or modification time changed, and then only what was appended (``RunFold``), so a request reads memory and
-a refresh reads only what grew."""
+a refresh reads only what grew. A journal that cannot be read (another format version, not a journal, a bad
+line) is left out, logged once per change with its one-line reason, and kept in ``problems``."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -15,6 +17,8 @@ from evoteam.server.run_fold import RunFold
 from evoteam.supervisor.journal import JournalError
 from evoteam.supervisor.records import WorkloadOutcome
 from evoteam.supervisor.state import Candidate, RunState
+
+log = logging.getLogger("evoteam.server")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class RunIndex:
         self.folder = repo_root / ".evoteam" / "runs"
         self._runs: dict[str, RunEntry] = {}
         self._folds: dict[str, RunFold] = {}
+        self.problems: dict[str, str] = {}
+        """Run → why its journal cannot be read (until it can)."""
         self._lock = threading.Lock()
 
     def refresh(self) -> list[str]:
@@ -75,8 +81,15 @@ class RunIndex:
             source = self._folds.get(run) or self._folds.setdefault(run, RunFold(path))
             try:
                 grew = source.update()
-            except (JournalError, OSError):
-                continue  # a journal being written or damaged: read it again on its next change
+            except (JournalError, OSError) as exc:  # read it again on its next change
+                with self._lock:
+                    known = self.problems.get(run)
+                    self.problems[run] = str(exc)
+                if known != str(exc):
+                    log.warning("run %s is left out: %s", run, exc)
+                continue
+            with self._lock:
+                self.problems.pop(run, None)
             if source.state.config is None:
                 continue
             with self._lock:
@@ -89,6 +102,8 @@ class RunIndex:
             for gone in set(self._runs) - seen:
                 del self._runs[gone]
                 changed.append(gone)
+            for gone in set(self.problems) - seen:
+                del self.problems[gone]
         return changed
 
     def get(self, run: str) -> RunEntry | None:

@@ -1,4 +1,4 @@
-"""The supervisor: evolving teams in rounds, budget, knowledge and git branches (built in a later issue).
+"""The supervisor: evolving teams in rounds, budget, knowledge, git branches and the run's typed journal.
 
 Imports ``evoteam.roles`` and ``evoteam.gpu_bench``, never ``evoteam.server``.
 """

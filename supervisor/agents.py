@@ -4,7 +4,8 @@ Offline there is no model. Roles that write and submit code (Optimizer, Debugger
 tuner, each round with its own seed so rounds explore different configs; the others are the rule-based agents of
 ``roles.offline.roles``, chosen by what the role may do: a role that can veto is the Disciplinarian, one with
 ``profile`` the Profiling Scientist, one with ``evaluate`` the Reviewer, one with only the knowledge tools the
-Knowledge Integrator. A role that fits none sits the round out (the journal says so).
+Knowledge Integrator. A role that fits none sits the round out (the journal says so). Every agent is built with
+the round's event sink and cancel check as constructor arguments (nothing is set on an agent after it is made).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping
 from evoteam.gpu_bench.api import KernelTask
 from evoteam.roles.agent import EventSink
 from evoteam.roles.agent_api import Agent
-from evoteam.roles.backends.choose import BackendName, make_agent
+from evoteam.roles.backends.choose import BackendError, BackendName, make_agent
 from evoteam.roles.spec import RoleSpec
 
 _WRITERS = {"write", "submit_candidate", "evaluate", "view"}
@@ -40,14 +41,23 @@ def backend_factory(
                     should_stop=stop,
                 )
             return offline_role(role, sink)
-        from evoteam.roles.agent import LoopAgent
-
-        agent = make_agent(backend, task, env, model=role.model or model)
-        if isinstance(agent, LoopAgent):
-            agent.on_event, agent.should_stop = sink, stop
-        return agent
+        if backend == "anthropic":
+            return _loop_agent(env, role.model or model, sink, stop)
+        return make_agent(backend, task, env, model=role.model or model)
 
     return build
+
+
+def _loop_agent(env: Mapping[str, str], model: str | None, sink: EventSink, stop: Callable[[], bool]) -> Agent:
+    """The tool-loop agent over the Anthropic API, reporting to ``sink`` and polling ``stop``."""
+    from evoteam.roles.agent import LoopAgent
+    from evoteam.roles.backends.anthropic_api import AnthropicLLM
+    from evoteam.roles.backends.settings import AnthropicSettings
+
+    settings = AnthropicSettings.from_env(env, model=model)
+    if settings.api_key is None and settings.base_url is None:
+        raise BackendError("the anthropic backend needs ANTHROPIC_API_KEY (or an Anthropic-compatible base URL)")
+    return LoopAgent(AnthropicLLM(settings), settings.model, on_event=sink, should_stop=stop)
 
 
 def offline_role(role: RoleSpec, sink: EventSink) -> Agent | None:

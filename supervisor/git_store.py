@@ -1,5 +1,7 @@
 """A run's git branches: the base commit, one commit per candidate on ``evoteam/<run>/round-<NN>``, and ``best``.
 
+``CandidateStore`` is what the supervisor needs of them (``GitStore``; ``MemoryStore`` is its fake).
+
 Everything is plumbing on a temporary index (blobs written to the object store, ``read-tree`` / ``update-index``
 / ``write-tree`` / ``commit-tree``, then ``update-ref`` with the expected old value), so the user's working tree,
 index, HEAD and stash are never touched. GitPython gives repository access; one ``Repo`` per operation, closed
@@ -14,6 +16,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import git
 from gitdb.base import IStream  # type: ignore[import-untyped]
@@ -79,6 +82,80 @@ def parse_trailers(message: str) -> dict[str, str]:
         if match:
             found[match.group(1)] = match.group(2)
     return found
+
+
+class CandidateStore(Protocol):
+    """Where a run's candidates are committed: the base, a commit per candidate, the best."""
+
+    def relative(self, path: Path) -> str:
+        """``path`` as a repository path."""
+        ...
+
+    def create_base(self, files: Mapping[str, bytes], subject: str) -> str: ...
+
+    def commit_candidate(
+        self,
+        round_number: int,
+        candidate: str,
+        files: Mapping[str, bytes],
+        subject: str,
+        body: str,
+        trailers: Mapping[str, str],
+    ) -> str:
+        """The candidate's commit (made once: a candidate committed before is not committed again)."""
+        ...
+
+    def set_best(self, sha: str) -> None: ...
+
+    def read(self, sha: str, path: str) -> bytes: ...
+
+
+class MemoryStore:
+    """The fake: commits as file maps in memory (sha = a counter), repository paths relative to ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.commits: dict[str, dict[str, bytes]] = {}
+        self.candidates: dict[str, str] = {}
+        """Candidate id → its commit."""
+        self.base: str | None = None
+        self.best: str | None = None
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def create_base(self, files: Mapping[str, bytes], subject: str) -> str:
+        if self.base is None:
+            self.base = self._commit(files)
+        return self.base
+
+    def commit_candidate(
+        self,
+        round_number: int,
+        candidate: str,
+        files: Mapping[str, bytes],
+        subject: str,
+        body: str,
+        trailers: Mapping[str, str],
+    ) -> str:
+        if candidate not in self.candidates:
+            assert self.base is not None, "create_base first"
+            self.candidates[candidate] = self._commit({**self.commits[self.base], **files})
+        return self.candidates[candidate]
+
+    def set_best(self, sha: str) -> None:
+        self.best = sha
+
+    def read(self, sha: str, path: str) -> bytes:
+        try:
+            return self.commits[sha][path]
+        except KeyError:
+            raise GitStoreError(f"{path} is not in commit {sha[:12]}") from None
+
+    def _commit(self, files: Mapping[str, bytes]) -> str:
+        sha = f"{len(self.commits) + 1:040x}"
+        self.commits[sha] = dict(files)
+        return sha
 
 
 class GitStore:
@@ -271,4 +348,13 @@ def _update_ref(repo: git.Repo, branch: str, new: str, old: str) -> None:
         raise GitStoreError(f"{branch} moved while evoteam was updating it: {exc.stderr.strip()}") from None
 
 
-__all__ = ["TRAILER_KEYS", "CandidateCommit", "GitStore", "GitStoreError", "branch_name", "round_branch"]
+__all__ = [
+    "TRAILER_KEYS",
+    "CandidateCommit",
+    "CandidateStore",
+    "GitStore",
+    "GitStoreError",
+    "MemoryStore",
+    "branch_name",
+    "round_branch",
+]

@@ -14,7 +14,12 @@ class WorkloadOutcome(BaseModel):
     uuid: str
     status: EvaluationStatus
     speedup: float | None = None
-    """Baseline latency over the candidate's; None unless the workload PASSED."""
+    """The candidate's speedup over the baseline (paired timing: the median per-pair ratio); None unless the
+    workload PASSED."""
+    ci: tuple[float, float] | None = None
+    """95% interval of ``speedup`` (paired timing)."""
+    flags: list[str] = Field(default_factory=list)
+    """``noise``, ``excessive``, ``contended``: why not to take ``speedup`` at face value."""
     latency_ms: float | None = None
     """The candidate's median latency, when it was timed."""
     reference_latency_ms: float | None = None
@@ -31,6 +36,8 @@ class CandidateRecord(BaseModel):
     status: EvaluationStatus
     geomean_speedup: float | None = None
     """Geomean over the workloads when it PASSED, else None."""
+    geomean_ci: tuple[float, float] | None = None
+    """95% bootstrap interval of the geomean (paired timing), when it PASSED."""
     faster: int = 0
     total: int = 0
     rationale: str = ""

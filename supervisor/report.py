@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evoteam.supervisor.journal import Event
+from evoteam.supervisor.events import Event
 from evoteam.supervisor.report_data import report_data
 from evoteam.supervisor.report_html import render
 from evoteam.supervisor.report_plots import speedup_plot, timeline_plot, tokens_plot, workloads_plot

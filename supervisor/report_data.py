@@ -11,9 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoteam.gpu_bench.api import EvaluationStatus
-from evoteam.roles.llm import Usage
 from evoteam.supervisor.decision import SupervisorDecision, describe
-from evoteam.supervisor.journal import Event
+from evoteam.supervisor.events import AgentFinished, AgentStep, Event, RoundStarted, TokensSpent
 from evoteam.supervisor.records import WorkloadOutcome
 from evoteam.supervisor.state import RunState, fold
 
@@ -161,35 +160,23 @@ def sorted_workloads(workloads: list[WorkloadOutcome]) -> list[WorkloadOutcome]:
     return sorted(passed, key=lambda w: (-(w.speedup or 0.0), w.uuid)) + failed
 
 
-class _Finished(BaseModel):
-    """The fields of an ``agent_finished`` event the timeline reads."""
-
-    model_config = ConfigDict(extra="ignore")
-    round: int
-    role: str
-    stop: str | None = None
-    error: str | None = None
-    submissions: int = 0
-    veto: str | None = None
-
-
 def timeline(events: list[Event], state: RunState) -> Timeline:
     """Who played in which round (``agent_finished``, ``agent_event`` and ``tokens`` events), and the decisions."""
     teams: dict[int, list[str]] = {}
     worked: set[tuple[int, str]] = set()
-    finished: list[_Finished] = []
+    finished: list[AgentFinished] = []
     current = 0
     for event in events:
-        d = event.data
-        if event.kind == "round_started":
-            current = d["round"]
-            teams[current] = list(d["team"]["roles"])
-        elif event.kind == "agent_event":
-            worked.add((d["round"], d["role"]))
-        elif event.kind == "tokens" and Usage.model_validate(d["usage"]).total > 0:
-            worked.add((current, d["role"]))
-        elif event.kind == "agent_finished":
-            finished.append(_Finished.model_validate(d))
+        match event:
+            case RoundStarted(round=number, team=team):
+                current = number
+                teams[current] = list(team.roles)
+            case AgentStep(round=number, role=role):
+                worked.add((number, role))
+            case TokensSpent(role=role, usage=usage) if usage.total > 0:
+                worked.add((current, role))
+            case AgentFinished():
+                finished.append(event)
     roles: list[str] = []
     for number in sorted(teams):
         roles += [r for r in teams[number] if r not in roles]
@@ -220,7 +207,7 @@ def timeline(events: list[Event], state: RunState) -> Timeline:
     )
 
 
-def _kind(finished: _Finished, worked: bool) -> MarkKind:
+def _kind(finished: AgentFinished, worked: bool) -> MarkKind:
     if finished.veto:
         return "veto"
     if finished.submissions > 0:
@@ -243,11 +230,12 @@ def tokens_by_role(events: list[Event], state: RunState) -> list[RoleTokens]:
     by_round: dict[str, dict[int, int]] = {}
     current = 0
     for event in events:
-        if event.kind == "round_started":
-            current = event.data["round"]
-        elif event.kind == "tokens":
-            spent = by_round.setdefault(event.data["role"], {})
-            spent[current] = spent.get(current, 0) + Usage.model_validate(event.data["usage"]).total
+        match event:
+            case RoundStarted(round=number):
+                current = number
+            case TokensSpent(role=role, usage=usage):
+                spent = by_round.setdefault(role, {})
+                spent[current] = spent.get(current, 0) + usage.total
     rows: dict[str, RoleTokens] = {}
     for (role, _agent), usage in state.tokens.items():
         row = rows.setdefault(role, RoleTokens(role=role, agents=0))

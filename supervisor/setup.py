@@ -10,8 +10,8 @@ from evoteam.gpu_bench.api import EvalConfig, Evaluator, KernelTask, Runner, loa
 from evoteam.roles.backends.choose import choose_backend
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
-from evoteam.supervisor.loop import RunServices
-from evoteam.supervisor.state import RunConfig, task_config
+from evoteam.supervisor.config import RunConfig, task_config
+from evoteam.supervisor.services import RunServices
 from evoteam.supervisor.team import Team
 
 

@@ -1,88 +1,47 @@
-"""A run's configuration and layout, and its state as a fold over the journal (nothing else is kept).
+"""``RunState``: what a run's journal says, folded one event at a time (``apply``); nothing else is kept.
 
-Event kinds: ``run_started`` (the config), ``base`` (sha), ``round_started`` (round, team), ``agent_event`` (a
-turn or tool call, summarized), ``tokens`` (role, agent, usage), ``submitted`` (candidate id, round, role,
-rationale, solution), ``agent_finished`` (round, agent), ``evaluated`` (candidate record), ``committed``
-(candidate, sha), ``best`` (candidate, sha, speedup), ``decision`` (a SupervisorDecision), ``round_finished``,
-``run_finished`` (reason).
+The supervisor folds the journal once when it starts (a resume is a replay) and then applies each event it
+appends (``RunLog``), so it never reads its journal again; ``evoteam show`` folds a journal once; the language
+server folds what was appended since its last read (``server/run_fold.py``). Every one of them applies the
+same typed events (``events.py``) with the same ``apply``.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoteam.roles.llm import Usage
+from evoteam.supervisor.config import LlmChoice as LlmChoice
+from evoteam.supervisor.config import RunConfig as RunConfig
+from evoteam.supervisor.config import StopReason as StopReason
+from evoteam.supervisor.config import new_run_id as new_run_id
+from evoteam.supervisor.config import run_dir as run_dir
+from evoteam.supervisor.config import state_dir as state_dir
+from evoteam.supervisor.config import task_config as task_config
 from evoteam.supervisor.decision import SupervisorDecision
-from evoteam.supervisor.journal import Event
+from evoteam.supervisor.events import (
+    AgentFinished,
+    AgentStep,
+    BaseCommitted,
+    BestMoved,
+    Committed,
+    DecisionMade,
+    Evaluated,
+    Event,
+    RoundFinished,
+    RoundStarted,
+    RunFinished,
+    RunStarted,
+    Submitted,
+    TeamChanged,
+    TokensSpent,
+)
+from evoteam.supervisor.journal import JournalError
 from evoteam.supervisor.records import CandidateRecord, RoundRecord
-from evoteam.supervisor.team import Team, TeamMode, initial_team
-
-StopReason = Literal["rounds", "budget", "target", "cancelled", "error"]
-LlmChoice = Literal["auto", "anthropic", "claude-code", "offline"]
-
-
-class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    run: str
-    kernel: str
-    config: str
-    """The evoteam.toml that defines the kernel (absolute)."""
-    mode: TeamMode = "evolving"
-    rounds: int = Field(default=3, ge=1)
-    budget: int = Field(default=200_000, ge=0)
-    llm: LlmChoice = "auto"
-    runner: str = "local"
-    model: str | None = None
-    target_speedup: float | None = Field(default=None, gt=0)
-    evaluations_per_agent: int = Field(default=6, ge=1)
-    """The offline tuner's evaluations per agent and round."""
-    seed: int = 0
-    unsafe_no_sandbox: bool = False
-    """The user let agent-generated code run without the sandbox (``--unsafe-no-sandbox``); resume keeps it."""
-
-
-def new_run_id(kernel: str, now: datetime | None = None) -> str:
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in kernel)
-    return f"{safe}-{stamp}-{secrets.token_hex(2)}"
-
-
-def state_dir(repo_root: Path) -> Path:
-    """``.evoteam/`` of the repository; it ignores itself (``.gitignore`` with ``*``), so ``git status`` of the
-    user's repository does not change."""
-    path = repo_root / ".evoteam"
-    path.mkdir(exist_ok=True)
-    ignore = path / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# evoteam's run state and knowledge (not part of your sources)\n*\n")
-    return path
-
-
-def task_config(repo_root: Path, journaled: str | Path) -> Path:
-    """The evoteam.toml of a run in ``repo_root``: the journaled (absolute) path, or, for a repository that was
-    moved or copied since the run started, the same path below ``repo_root`` (its longest tail that exists)."""
-    path = Path(journaled)
-    root = repo_root.resolve()
-    try:
-        path.resolve().relative_to(root)
-        return path
-    except ValueError:
-        pass
-    for start in range(1, len(path.parts)):
-        moved = root.joinpath(*path.parts[start:])
-        if moved.is_file():
-            return moved
-    return path
-
-
-def run_dir(repo_root: Path, run: str) -> Path:
-    return state_dir(repo_root) / "runs" / run
+from evoteam.supervisor.team import Team, initial_team
 
 
 class Candidate(BaseModel):
@@ -102,12 +61,19 @@ class RunState(BaseModel):
     config: RunConfig | None = None
     base: str | None = None
     team: Team | None = None
+    """The current team: the round's while it runs, the next round's after its decision."""
     rounds_started: list[int] = Field(default_factory=list)
+    round_teams: dict[int, Team] = Field(default_factory=dict)
+    """The team each round started with."""
     rounds_finished: list[RoundRecord] = Field(default_factory=list)
     candidates: dict[str, Candidate] = Field(default_factory=dict)
     finished_agents: set[tuple[int, str]] = Field(default_factory=set)
+    round_agents: dict[int, list[AgentFinished]] = Field(default_factory=dict)
+    """How each agent of a round ended, by round."""
     decisions: list[SupervisorDecision] = Field(default_factory=list)
     tokens: dict[tuple[str, str], Usage] = Field(default_factory=dict)
+    round_tokens: dict[int, int] = Field(default_factory=dict)
+    """Tokens spent while each round was the last one started (its agents and the decision after it)."""
     best: str | None = None
     best_speedup: float | None = None
     profiled_rounds: set[int] = Field(default_factory=set)
@@ -121,6 +87,44 @@ class RunState(BaseModel):
     def round_candidates(self, round_number: int) -> list[Candidate]:
         return [c for c in self.candidates.values() if c.round == round_number]
 
+    def round_done(self, round_number: int) -> bool:
+        return any(r.round == round_number for r in self.rounds_finished)
+
+    def decision_after(self, round_number: int) -> SupervisorDecision | None:
+        return next((d for d in self.decisions if d.round == round_number), None)
+
+    def vetoed(self, round_number: int) -> bool:
+        """A member of the round vetoed it (its candidates are withdrawn)."""
+        return any(a.veto for a in self.round_agents.get(round_number, []))
+
+    def refused(self, round_number: int) -> bool:
+        """Every agent that played the round stopped because the budget could not pay for its call."""
+        played = self.round_agents.get(round_number, [])
+        return bool(played) and all(a.stop == "budget" for a in played)
+
+    def thawed(self) -> RunState:
+        """A copy that applying more events to leaves this state as it is (its containers copied, and the
+        candidates that can still change); what is shared never changes."""
+        candidates = {
+            cid: c if c.record is not None and c.sha is not None else c.model_copy()
+            for cid, c in self.candidates.items()
+        }
+        return self.model_copy(
+            update={
+                "rounds_started": list(self.rounds_started),
+                "round_teams": dict(self.round_teams),
+                "rounds_finished": list(self.rounds_finished),
+                "candidates": candidates,
+                "finished_agents": set(self.finished_agents),
+                "round_agents": {r: list(agents) for r, agents in self.round_agents.items()},
+                "decisions": list(self.decisions),
+                "tokens": dict(self.tokens),
+                "round_tokens": dict(self.round_tokens),
+                "profiled_rounds": set(self.profiled_rounds),
+                "knowledge_rounds": set(self.knowledge_rounds),
+            }
+        )
+
 
 def fold(events: Iterable[Event]) -> RunState:
     state = RunState()
@@ -130,51 +134,65 @@ def fold(events: Iterable[Event]) -> RunState:
 
 
 def apply(state: RunState, event: Event) -> None:
-    """One event into ``state`` (in place); unknown kinds change nothing."""
-    d = event.data
-    match event.kind:
-        case "run_started":
-            state.config = RunConfig.model_validate(d["config"])
-            state.team = initial_team(state.config.mode)
-        case "base":
-            state.base = d["sha"]
-        case "round_started":
-            state.rounds_started.append(d["round"])
-            state.team = Team.model_validate(d["team"])
-        case "tokens":
-            key = (d["role"], d["agent"])
-            state.tokens[key] = state.tokens.get(key, Usage()) + Usage.model_validate(d["usage"])
-        case "agent_event":
-            if d.get("tool") == "profile" and not d.get("is_error"):
-                state.profiled_rounds.add(d["round"])
-            if d.get("tool") == "read_knowledge":
-                state.knowledge_rounds.add(d["round"])
-        case "submitted":
-            if d["id"] not in state.candidates:
-                state.candidates[d["id"]] = Candidate.model_validate(d)
-        case "agent_finished":
-            state.finished_agents.add((d["round"], d["agent"]))
-        case "evaluated":
-            record = CandidateRecord.model_validate(d["record"])
-            state.candidates[record.id].record = record
-        case "committed":
-            state.candidates[d["id"]].sha = d["sha"]
-        case "best":
-            state.best, state.best_speedup = d["id"], d["speedup"]
-        case "decision":
-            state.decisions.append(SupervisorDecision.model_validate(d["decision"]))
-        case "team":
-            state.team = Team.model_validate(d["team"])
-        case "round_finished":
-            finished = RoundRecord.model_validate(d["record"])
-            finished.candidates = [_shared(state, c) for c in finished.candidates]
-            state.rounds_finished.append(finished)
-        case "run_finished":
-            state.finished = d["reason"]
+    """One event into ``state`` (in place). An event that does not fit the run (a record of a candidate never
+    submitted) is a JournalError, and leaves ``state`` as it was."""
+    match event:
+        case RunStarted(config=config):
+            state.config, state.team = config, initial_team(config.mode)
+        case BaseCommitted(sha=sha):
+            state.base = sha
+        case RoundStarted(round=number, team=team):
+            state.rounds_started.append(number)
+            state.round_teams[number] = state.team = team
+        case TokensSpent(role=role, agent=agent, usage=usage):
+            key = (role, agent)
+            state.tokens[key] = state.tokens.get(key, Usage()) + usage
+            current = state.rounds_started[-1] if state.rounds_started else 0
+            state.round_tokens[current] = state.round_tokens.get(current, 0) + usage.total
+        case AgentStep(round=number, tool=tool, is_error=is_error):
+            if tool == "profile" and not is_error:
+                state.profiled_rounds.add(number)
+            if tool == "read_knowledge":
+                state.knowledge_rounds.add(number)
+        case Submitted():
+            if event.id not in state.candidates:
+                state.candidates[event.id] = Candidate(
+                    id=event.id,
+                    round=event.round,
+                    role=event.role,
+                    agent=event.agent,
+                    rationale=event.rationale,
+                    solution=event.solution,
+                )
+        case AgentFinished(round=number, agent=agent):
+            state.finished_agents.add((number, agent))
+            state.round_agents.setdefault(number, []).append(event)
+        case Evaluated(record=record):
+            _candidate(state, record.id, "evaluated").record = record
+        case Committed(id=cid, sha=sha):
+            _candidate(state, cid, "committed").sha = sha
+        case BestMoved(id=cid, speedup=speedup):
+            state.best, state.best_speedup = cid, speedup
+        case DecisionMade(decision=decision):
+            state.decisions.append(decision)
+        case TeamChanged(team=team):
+            state.team = team
+        case RoundFinished(record=record):
+            shared = [_shared(state, c) for c in record.candidates]
+            state.rounds_finished.append(record.model_copy(update={"candidates": shared}))
+        case RunFinished(reason=reason):
+            state.finished = reason
+
+
+def _candidate(state: RunState, cid: str, kind: str) -> Candidate:
+    candidate = state.candidates.get(cid)
+    if candidate is None:
+        raise JournalError(f"an event that does not fit the run: {kind} {cid!r}, a candidate never submitted")
+    return candidate
 
 
 def _shared(state: RunState, record: CandidateRecord) -> CandidateRecord:
     """The candidate's own record when the round's copy equals it (one object for both: a long run's records,
     with their per-workload outcomes, are held once)."""
     known = state.candidates.get(record.id)
-    return known.record if known is not None and known.record == record else record
+    return known.record if known is not None and known.record is not None and known.record == record else record

@@ -13,6 +13,8 @@ import pytest
 
 from conftest import SCALE_ADD_TOML, cli_env, evoteam, git, scale_add_repo
 
+pytestmark = pytest.mark.integration
+
 TOML = (
     SCALE_ADD_TOML
     + """
@@ -72,6 +74,27 @@ def test_bad_input_and_a_cuda_kernel_without_a_gpu_are_clear_errors(repo: Path) 
     for command in (["show", "nope"], ["accept", "nope"], ["cancel", "nope"], ["resume", "nope"]):
         result = evoteam(repo, *command)
         assert result.returncode == 2 and "no run 'nope'" in result.stderr, command
+
+
+def test_a_journal_of_an_older_evoteam_or_a_foreign_file_is_one_error_line_not_a_traceback(repo: Path) -> None:
+    runs = repo / ".evoteam" / "runs"
+    old = b'{"data":{"config":{"run":"old-run"}},"kind":"run_started","seq":0}\n'
+    for run, content in [("old-run", old), ("foreign-run", b"not, a, journal\n")]:
+        (runs / run).mkdir(parents=True)
+        (runs / run / "journal.jsonl").write_bytes(content)
+    expected = {
+        "old-run": f"evoteam: journal {runs / 'old-run' / 'journal.jsonl'} has format version 1 (no version line: "
+        "an earlier evoteam wrote it); this evoteam reads 2",
+        "foreign-run": f"evoteam: {runs / 'foreign-run' / 'journal.jsonl'} is not an evoteam journal (its first line "
+        "is not a journal version line)",
+    }
+    for run, message in expected.items():
+        for command in (["show", run], ["resume", run], ["report", run], ["cancel", run]):
+            result = evoteam(repo, *command)
+            assert (result.returncode, result.stderr.splitlines()) == (2, [message]), command
+        assert (runs / run / "journal.jsonl").read_bytes() in (old, b"not, a, journal\n")  # left as it was
+    listed = evoteam(repo, "runs")
+    assert listed.returncode == 0 and sorted(listed.stderr.splitlines()) == sorted(expected.values())
 
 
 def test_a_second_evolve_on_a_running_kernel_is_refused(repo: Path) -> None:
@@ -169,7 +192,7 @@ def test_detach_starts_the_run_in_the_background_and_returns_its_id(repo: Path) 
     assert run.startswith("scale_add-") and "\n" not in run
     journal = repo / ".evoteam" / "runs" / run / "journal.jsonl"
     at_return = [json.loads(line)["kind"] for line in journal.read_text().splitlines()]
-    assert at_return[:2] == ["run_started", "base"] and "run_finished" not in at_return  # still running
+    assert at_return[:3] == ["journal", "run_started", "base"] and "run_finished" not in at_return  # still running
     deadline = time.monotonic() + 240
     log = repo / ".evoteam" / "runs" / run / "run.log"
     while time.monotonic() < deadline:  # the last thing the background run does is print its end to its log

@@ -1,5 +1,5 @@
-"""The run journal: fsynced appends, contiguous sequence numbers, torn last lines skipped and repaired, and
-nothing acknowledged lost when the writer is killed with SIGKILL."""
+"""The run journal on disk: fsynced appends, contiguous sequence numbers, torn last lines skipped and repaired,
+nothing acknowledged lost when the writer is killed with SIGKILL; one running run per kernel."""
 
 from __future__ import annotations
 
@@ -13,20 +13,29 @@ from pathlib import Path
 
 import pytest
 
-from evoteam.supervisor.journal import Journal, JournalError
+from evoteam.supervisor.events import AgentStep, BaseCommitted, RunFinished
+from evoteam.supervisor.journal import HEADER, Journal, JournalError
 from evoteam.supervisor.lock import KernelLock, RunLocked
+
+pytestmark = pytest.mark.integration
+
+
+def tick(thread: int, i: int, pad: str = "") -> AgentStep:
+    return AgentStep(round=1, step="turn", role="r", agent_id=f"a{thread}", turn=i, result=pad)
 
 
 def test_appends_are_numbered_and_read_back(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "run" / "journal.jsonl")
     assert journal.events() == []
-    journal.append("run_started", {"kernel": "k"})
-    journal.append("round_started", {"round": 1})
+    journal.append(BaseCommitted(sha="a" * 40))
+    journal.append(tick(0, 1))
     again = Journal(journal.path)
-    again.append("round_finished", {"round": 1})
-    events = again.events()
-    assert [(e.seq, e.kind) for e in events] == [(0, "run_started"), (1, "round_started"), (2, "round_finished")]
-    assert events[0].data == {"kernel": "k"}
+    again.append(RunFinished(reason="rounds"))
+    entries = again.entries()
+    assert [(e.seq, e.event.kind) for e in entries] == [(0, "base"), (1, "agent_event"), (2, "run_finished")]
+    assert entries[0].event == BaseCommitted(sha="a" * 40)
+    assert journal.path.read_bytes().startswith(HEADER + b"\n")  # the version line, once
+    assert journal.path.read_bytes().count(b'"format"') == 1
 
 
 def test_threads_never_interleave_or_reuse_numbers(tmp_path: Path) -> None:
@@ -34,55 +43,58 @@ def test_threads_never_interleave_or_reuse_numbers(tmp_path: Path) -> None:
 
     def work(n: int) -> None:
         for i in range(50):
-            journal.append("tick", {"thread": n, "i": i})
+            journal.append(tick(n, i))
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    events = journal.events()
-    assert [e.seq for e in events] == list(range(200))
+    entries = journal.entries()
+    assert [e.seq for e in entries] == list(range(200))
+    steps = [e.event for e in entries if isinstance(e.event, AgentStep)]
     for n in range(4):
-        assert [e.data["i"] for e in events if e.data["thread"] == n] == list(range(50))
+        assert [s.turn for s in steps if s.agent_id == f"a{n}"] == list(range(50))
 
 
 def test_a_torn_last_line_is_skipped_then_cut_before_the_next_append(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     journal = Journal(path)
-    journal.append("a")
+    journal.append(BaseCommitted(sha="a"))
     with path.open("ab") as handle:
-        handle.write(b'{"seq":1,"kind":"b","da')
-    assert [e.kind for e in Journal(path).events()] == ["a"]
+        handle.write(b'{"data":{"sha":"b"},"kind":"ba')
+    assert [e.kind for e in Journal(path).events()] == ["base"]
     fresh = Journal(path)
-    fresh.append("c")
-    assert [(e.seq, e.kind) for e in fresh.events()] == [(0, "a"), (1, "c")]
-    assert path.read_bytes().count(b"\n") == 2
+    fresh.append(RunFinished(reason="rounds"))
+    assert [(e.seq, e.event.kind) for e in fresh.entries()] == [(0, "base"), (1, "run_finished")]
+    assert path.read_bytes().count(b"\n") == 3  # the version line and two events
 
 
 def test_a_whole_last_event_without_its_newline_is_kept(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
-    path.write_bytes(b'{"seq":0,"kind":"a","data":{}}')
+    path.write_bytes(HEADER + b'\n{"data":{"sha":"a"},"kind":"base","seq":0}')
     journal = Journal(path)
-    journal.append("b")
-    assert [(e.seq, e.kind) for e in journal.events()] == [(0, "a"), (1, "b")]
+    journal.append(RunFinished(reason="rounds"))
+    assert [(e.seq, e.event.kind) for e in journal.entries()] == [(0, "base"), (1, "run_finished")]
 
 
 def test_a_corrupt_line_in_the_middle_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
-    path.write_bytes(b'{"seq":0,"kind":"a","data":{}}\n{"nope":1}\n{"seq":1,"kind":"b","data":{}}\n')
-    with pytest.raises(JournalError, match=r"journal.jsonl:2: not a journal event"):
+    base = b'{"data":{"sha":"a"},"kind":"base","seq":0}\n'
+    path.write_bytes(HEADER + b"\n" + base + b'{"nope":1}\n' + base)
+    with pytest.raises(JournalError, match=r"journal.jsonl:3: not a journal event"):
         Journal(path).events()
 
 
 _WRITER = """
 import sys
 from pathlib import Path
+from evoteam.supervisor.events import AgentStep
 from evoteam.supervisor.journal import Journal
 journal = Journal(Path(sys.argv[1]))
 i = 0
 while True:
-    journal.append("tick", {"i": i, "pad": "x" * (i % 200)})
+    journal.append(AgentStep(round=1, step="turn", role="r", agent_id="a", turn=i, result="x" * (i % 200)))
     print(i, flush=True)
     i += 1
 """
@@ -97,12 +109,12 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, delay: float) -> Non
         time.sleep(delay)
         os.kill(proc.pid, signal.SIGKILL)
         acknowledged = [int(line) for line in proc.stdout.read().split()]
-    events = Journal(path).events()
+    events = [e for e in Journal(path).events() if isinstance(e, AgentStep)]
     last_ack = acknowledged[-1] if acknowledged else 0
     assert len(events) >= last_ack + 1
-    assert [e.data["i"] for e in events] == list(range(len(events)))
-    Journal(path).append("after")  # appending after the kill keeps one event per line
-    assert Journal(path).events()[-1].seq == len(events)
+    assert [e.turn for e in events] == list(range(len(events)))
+    Journal(path).append(RunFinished(reason="cancelled"))  # appending after the kill keeps one event per line
+    assert Journal(path).entries()[-1].seq == len(events)
 
 
 def test_a_second_run_on_the_same_kernel_is_refused_and_the_lock_dies_with_its_process(tmp_path: Path) -> None:

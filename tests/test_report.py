@@ -13,8 +13,9 @@ from matplotlib.image import imread
 
 from conftest import evoteam, git, scale_add_repo
 from evoteam.gpu_bench.schema import EvaluationStatus, Workload
+from evoteam.supervisor.config import RunConfig
 from evoteam.supervisor.decision import AddRole, SupervisorDecision
-from evoteam.supervisor.journal import Event
+from evoteam.supervisor.events import Evaluated, Event, parse_event
 from evoteam.supervisor.records import CandidateRecord, RoundRecord, WorkloadOutcome
 from evoteam.supervisor.report import write_report
 from evoteam.supervisor.report_data import (
@@ -27,7 +28,7 @@ from evoteam.supervisor.report_data import (
 )
 from evoteam.supervisor.report_plots import workloads_plot
 from evoteam.supervisor.signals import Signal
-from evoteam.supervisor.state import RunConfig, fold
+from evoteam.supervisor.state import fold
 from evoteam.supervisor.team import Team
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -35,13 +36,13 @@ PLOTS = ("speedup.png", "workloads.png", "timeline.png", "tokens.png")
 
 
 class Journal:
-    """Hand-written journal events, numbered as they are added."""
+    """Hand-written journal events, in the order they are added."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
 
     def add(self, kind: str, **data: Any) -> None:
-        self.events.append(Event(seq=len(self.events), kind=kind, data=data))
+        self.events.append(parse_event(kind, data))
 
     def round(self, number: int, roles: list[str]) -> None:
         self.add("round_started", round=number, team=Team(roles=roles).model_dump(mode="json"))
@@ -102,7 +103,8 @@ def two_rounds(*, finish: bool = True) -> Journal:
     j.add("run_started", config=config.model_dump(mode="json"))
     j.add("base", sha="b" * 40)
     j.round(1, ["Profiling Scientist", "Optimizer"])
-    j.add("agent_event", round=1, role="Profiling Scientist", agent_id="profiling-scientist-0", tool="profile")
+    profile = {"step": "tool", "turn": 1, "tool": "profile"}
+    j.add("agent_event", round=1, role="Profiling Scientist", agent_id="profiling-scientist-0", **profile)
     j.finished(1, "Profiling Scientist", "profiling-scientist-0")
     j.tokens("Optimizer", "optimizer-1", 1000, 200)
     j.candidate("c1", 1, "Optimizer", "optimizer-1", passed("c1", 1, "Optimizer", {"w-a": 2.0, "w-b": 1.125}, 1.5))
@@ -142,12 +144,14 @@ def assert_png(path: Path) -> None:
 
 
 # -- the plot data ------------------------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_best_speedup_per_round_and_so_far() -> None:
     state = fold(two_rounds().events)
     points = [(p.round, p.round_best, p.best_so_far) for p in speedup_series(state)]
     assert points == [(1, 1.5, 1.5), (2, 2.5, 2.5)]
 
 
+@pytest.mark.unit
 def test_the_winner_has_its_workloads_sorted_and_failed_ones_last() -> None:
     _, data = report_data(two_rounds().events)
     assert data.winner is not None and data.winner.id == "c3" and data.winner.speedup == 2.5
@@ -161,6 +165,7 @@ def test_the_winner_has_its_workloads_sorted_and_failed_ones_last() -> None:
     assert [w.uuid for w in sorted_workloads(mixed)] == ["fast", "slow", "broken"]
 
 
+@pytest.mark.unit
 def test_the_timeline_marks_who_played_and_notes_the_decisions() -> None:
     events = two_rounds().events
     line = timeline(events, fold(events))
@@ -180,6 +185,7 @@ def test_the_timeline_marks_who_played_and_notes_the_decisions() -> None:
     ]
 
 
+@pytest.mark.unit
 def test_tokens_per_role_are_split_by_round() -> None:
     events = two_rounds().events
     rows = tokens_by_role(events, fold(events))
@@ -191,6 +197,7 @@ def test_tokens_per_role_are_split_by_round() -> None:
     assert rows[0].input_tokens == 1400 and rows[0].output_tokens == 300 and rows[0].agents == 1
 
 
+@pytest.mark.unit
 def test_a_vetoed_round_does_not_count_and_the_timeline_shows_the_veto() -> None:
     j = two_rounds(finish=False)
     j.round(3, ["Optimizer", "Disciplinarian"])
@@ -206,6 +213,7 @@ def test_a_vetoed_round_does_not_count_and_the_timeline_shows_the_veto() -> None
 
 
 # -- the files ----------------------------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_the_report_has_valid_plots_and_a_page_naming_the_winner_decisions_and_roles(tmp_path: Path) -> None:
     page = write_report(two_rounds().events, tmp_path / "report")
     assert page == tmp_path / "report" / "report.html"
@@ -225,6 +233,7 @@ def test_the_report_has_valid_plots_and_a_page_naming_the_winner_decisions_and_r
     assert 'class="note"' not in text  # a finished run with a winner and tokens needs no notes
 
 
+@pytest.mark.unit
 def test_a_live_run_gets_a_report_that_says_so(tmp_path: Path) -> None:
     events = two_rounds(finish=False).events
     _, data = report_data(events)
@@ -239,6 +248,7 @@ def test_a_live_run_gets_a_report_that_says_so(tmp_path: Path) -> None:
         assert_png(tmp_path / name)
 
 
+@pytest.mark.unit
 def test_a_run_with_no_round_and_one_with_no_pass_still_get_reports(tmp_path: Path) -> None:
     started = two_rounds().events[:2]  # run_started, base
     _, data = report_data(started)
@@ -267,11 +277,13 @@ def test_a_run_with_no_round_and_one_with_no_pass_still_get_reports(tmp_path: Pa
         assert_png(tmp_path / "no-pass" / name)
 
 
+@pytest.mark.unit
 def test_an_old_journal_without_workloads_and_a_winner_with_failed_workloads(tmp_path: Path) -> None:
     j = two_rounds()
-    for event in j.events:
-        if event.kind == "evaluated":
-            del event.data["record"]["workloads"]  # written before per-workload outcomes were recorded
+    j.events = [  # evaluated without per-workload outcomes (as the supervisor recorded them at first)
+        Evaluated(record=e.record.model_copy(update={"workloads": []})) if isinstance(e, Evaluated) else e
+        for e in j.events
+    ]
     _, data = report_data(j.events)
     assert data.winner is not None and data.winner.workloads == []
     assert "no per-workload results" in write_report(j.events, tmp_path / "old").read_text()
@@ -297,6 +309,7 @@ def offline_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return root, run
 
 
+@pytest.mark.integration
 def test_a_real_run_records_per_workload_outcomes(offline_run: tuple[Path, str], workloads: list[Workload]) -> None:
     root, run = offline_run
     uuids = {w.uuid for w in workloads}
@@ -308,11 +321,13 @@ def test_a_real_run_records_per_workload_outcomes(offline_run: tuple[Path, str],
         for w in record["workloads"]:
             if w["status"] == "PASSED":
                 assert w["speedup"] > 0 and w["latency_ms"] > 0 and w["reference_latency_ms"] > 0
-                assert w["speedup"] == pytest.approx(w["reference_latency_ms"] / w["latency_ms"], rel=1e-9)
+                lo, hi = w["ci"]  # paired timing: the median per-pair ratio lies in its interval
+                assert lo <= w["speedup"] <= hi and isinstance(w["flags"], list)
             else:
                 assert w["speedup"] is None
 
 
+@pytest.mark.integration
 def test_evoteam_report_writes_the_report_of_a_real_run(offline_run: tuple[Path, str]) -> None:
     root, run = offline_run
     done = evoteam(root, "report", run)
@@ -332,6 +347,7 @@ def test_evoteam_report_writes_the_report_of_a_real_run(offline_run: tuple[Path,
     assert git(root, "status", "--porcelain") == ""  # the report lives under .evoteam/
 
 
+@pytest.mark.integration
 def test_report_out_folder_and_an_unknown_run(offline_run: tuple[Path, str], tmp_path: Path) -> None:
     root, run = offline_run
     done = evoteam(root, "report", run, "--out", str(tmp_path / "elsewhere"))

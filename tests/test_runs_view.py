@@ -5,18 +5,22 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from evoteam.cli.runs_view import Progress
-from evoteam.supervisor.journal import Event
-from evoteam.supervisor.state import RunConfig, RunState, fold
+from evoteam.supervisor.config import RunConfig
+from evoteam.supervisor.events import parse_event
+from evoteam.supervisor.state import RunState, fold
+
+pytestmark = pytest.mark.unit
 
 CONFIG = RunConfig(run="k-1", kernel="k", config="/nowhere/evoteam.toml", rounds=3, budget=50_000, llm="offline")
 
 
 def state(*events: tuple[str, dict[str, Any]]) -> RunState:
     started = ("run_started", {"config": CONFIG.model_dump(mode="json")})
-    return fold([Event(seq=i, kind=k, data=d) for i, (k, d) in enumerate([started, *events])])
+    return fold([parse_event(k, d) for k, d in [started, *events]])
 
 
 ROUND_1 = (

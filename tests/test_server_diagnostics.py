@@ -11,12 +11,18 @@ from pathlib import Path
 import pytest
 from lsp_support import evolved_repo, later_run, lsp_session, sample_repo, status
 from lsprotocol import types as lsp
+
+pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed (a dev tool: pip install -e .[dev])")
+
 from pytest_lsp import LanguageClient
 
 from evoteam.roles.knowledge import Kind, KnowledgeStore
 from evoteam.server.convert import entry_line
+from evoteam.supervisor.events import RunStarted, Submitted, parse_event
 from evoteam.supervisor.journal import Journal
 from evoteam.supervisor.state import fold
+
+pytestmark = pytest.mark.integration
 
 # line 7 (0-based 6) starts with a tab: gcc counts it as 8 columns, the editor as 1 character
 BROKEN = """#include <cstdint>
@@ -119,25 +125,23 @@ def failing_run(repo: Path, run: str, new: str, texts: dict[str, str]) -> None:
     work = repo / ".evoteam" / f"tmp-{new}"
     journal = Journal(work / "journal.jsonl")
     for event in Journal(runs / run / "journal.jsonl").events():
-        data = dict(event.data)
-        if event.kind == "run_started":
-            data["config"] = {**data["config"], "run": new}
-        journal.append(event.kind, data)
+        if isinstance(event, RunStarted):
+            event = RunStarted(config=event.config.model_copy(update={"run": new}))
+        journal.append(event)
     state = fold(journal.events())
     solution = next(iter(state.candidates.values())).solution
     for name, text in texts.items():
         candidate = f"r02-optimizer-{name}"
         sources = [{"path": "kernel.cpp", "content": text}]
         journal.append(
-            "submitted",
-            {
-                "id": candidate,
-                "round": 2,
-                "role": "Optimizer",
-                "agent": "optimizer-9",
-                "rationale": f"try {name}",
-                "solution": {**solution, "name": candidate, "sources": sources},
-            },
+            Submitted(
+                id=candidate,
+                round=2,
+                role="Optimizer",
+                agent="optimizer-9",
+                rationale=f"try {name}",
+                solution={**solution, "name": candidate, "sources": sources},
+            )
         )
         workloads = [
             {"uuid": "small-1000", "status": "PASSED", "speedup": 1.5},
@@ -152,7 +156,7 @@ def failing_run(repo: Path, run: str, new: str, texts: dict[str, str]) -> None:
             "violations": [f"max_registers 64: uses 80 ({name})"],
             "workloads": workloads,
         }
-        journal.append("evaluated", {"record": record})
+        journal.append(parse_event("evaluated", {"record": record}))
     work.rename(runs / new)
 
 

@@ -10,13 +10,19 @@ from pathlib import Path
 import pytest
 from lsp_support import evolved_repo, lsp_session, sample_repo
 from lsprotocol import types as lsp
+
+pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed (a dev tool: pip install -e .[dev])")
+
 from pytest_lsp import LanguageClient
 
 from evoteam.server.convert import entry_line, result_label
 from evoteam.supervisor.decision import AddRole, SupervisorDecision
+from evoteam.supervisor.events import DecisionMade
 from evoteam.supervisor.journal import Journal
 from evoteam.supervisor.signals import Signal
 from evoteam.supervisor.state import fold
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -86,9 +92,7 @@ async def test_a_new_decision_shows_with_its_rationale_and_signals(evolved: tupl
     async with lsp_session(repo) as client:
         opened(client, kernel)
         before = markdown(await hover_at(client, kernel, line))
-        Journal(repo / ".evoteam" / "runs" / run / "journal.jsonl").append(
-            "decision", {"decision": decision.model_dump(mode="json", by_alias=True)}
-        )
+        Journal(repo / ".evoteam" / "runs" / run / "journal.jsonl").append(DecisionMade(decision=decision))
         await asyncio.wait_for(client.wait_for_notification("evoteam/runUpdated"), timeout=10)
         after = markdown(await hover_at(client, kernel, line))
     assert decision.rationale not in before

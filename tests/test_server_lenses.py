@@ -14,13 +14,19 @@ from typing import Any
 import pytest
 from lsp_support import evolved_repo, later_run, lsp_session, sample_repo
 from lsprotocol import types as lsp
+
+pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed (a dev tool: pip install -e .[dev])")
+
 from pytest_lsp import LanguageClient
 
 from evoteam.gpu_bench.schema.trace import EvaluationStatus
 from evoteam.server.convert import entry_line, result_label
+from evoteam.supervisor.events import Evaluated, Submitted
 from evoteam.supervisor.journal import Journal
 from evoteam.supervisor.records import CandidateRecord
 from evoteam.supervisor.state import Candidate, RunState, fold
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -112,17 +118,9 @@ def add_candidate(repo: Path, run: str, text: str, speedup: float) -> CandidateR
         total=3,
     )
     journal.append(
-        "submitted",
-        {
-            "id": record.id,
-            "round": 1,
-            "role": "Tester",
-            "agent": "tester-9",
-            "rationale": "a test",
-            "solution": solution,
-        },
+        Submitted(id=record.id, round=1, role="Tester", agent="tester-9", rationale="a test", solution=solution)
     )
-    journal.append("evaluated", {"record": record.model_dump(mode="json")})
+    journal.append(Evaluated(record=record))
     return record
 
 

@@ -1,9 +1,11 @@
 """The language server's fold of a run's journal: the same state as the supervisor's fold without per-workload
 outcomes (read back from the journal by candidate), only appended bytes read on an update, earlier states left
-as they were, a torn last line waited for, a rewritten journal folded again, a bad line reported."""
+as they were, a torn last line waited for, a rewritten journal folded again, a bad line or a journal of another
+format version reported."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from lsp_support import evolved_repo
 from evoteam.server.run_fold import RunFold
 from evoteam.supervisor.journal import Journal, JournalError
 from evoteam.supervisor.state import RunState, fold
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -57,7 +61,7 @@ def test_an_update_folds_only_what_was_appended_and_leaves_earlier_states_alone(
     assert waiting
     with journal.open("ab") as handle:
         handle.write(b"".join(lines[cut:]))
-        handle.write(b'{"seq":999999,"kind":"futur')  # a torn line: its writer is not done
+        handle.write(b'{"data":{"best":null,"reason":"cancelled"},"kind":"run_fin')  # torn: its writer is not done
     expected = without_workloads(fold(Journal(journal).events()))
     # Poison what was read already: were it read again, the update would fail.
     journal.write_bytes(b"[" + journal.read_bytes()[1:])
@@ -69,22 +73,27 @@ def test_an_update_folds_only_what_was_appended_and_leaves_earlier_states_alone(
     assert all(source.state.candidates[c].record is not None for c in waiting)
     assert source.update() is False
     with journal.open("ab") as handle:
-        handle.write(b'e","data":{}}\n')  # the torn line, finished
-    assert source.update() is True
+        handle.write(b'ished","seq":999999}\n')  # the torn line, finished
+    assert source.update() is True and source.state.finished == "cancelled"
 
 
 def test_a_rewritten_or_shortened_journal_is_folded_again_from_its_start(journal: Path) -> None:
     source = RunFold(journal)
     source.update()
-    kept = journal.read_bytes().splitlines(keepends=True)[:2]  # run_started and base
+    kept = journal.read_bytes().splitlines(keepends=True)[:3]  # the version line, run_started and base
     journal.write_bytes(b"".join(kept))
     assert source.update() is True
     assert source.state.candidates == {} and source.state.config is not None
-    journal.write_bytes(b"".join(kept).replace(b'"base"', b'"other"'))
-    assert source.update() is True and source.state.base is None
+    sha = json.loads(kept[2])["data"]["sha"]
+    journal.write_bytes(b"".join(kept).replace(sha.encode(), b"f" * 40))  # the same length, another base
+    assert source.update() is True and source.state.base == "f" * 40
     good = source.state
     journal.write_bytes(b'{"seq": 0, "kind": ""}\n' + b"".join(kept))  # rewritten, and not a journal
-    with pytest.raises(JournalError):
+    with pytest.raises(JournalError, match="is not an evoteam journal"):
+        source.update()
+    assert source.state is good
+    journal.write_bytes(b"".join(kept).replace(b'"version":2', b'"version":3'))
+    with pytest.raises(JournalError, match=r"has format version 3; this evoteam reads 2$"):
         source.update()
     assert source.state is good
 
@@ -93,7 +102,12 @@ def test_a_rewritten_or_shortened_journal_is_folded_again_from_its_start(journal
     ("line", "message"),
     [
         (b'{"seq": 1, "kind": ""}\n', r"journal.jsonl:\d+: not a journal event"),
-        (b'{"seq": 1, "kind": "evaluated", "data": {"record": {"id": "ghost"}}}\n', "does not fit the run"),
+        (b'{"seq": 1, "kind": "evaluated", "data": {"record": {"id": "ghost"}}}\n', r"journal.jsonl:\d+: not a"),
+        (
+            b'{"seq": 1, "kind": "evaluated", "data": {"record": {"id": "ghost", "round": 1, "role": "R", '
+            b'"status": "PASSED"}}}\n',
+            "does not fit the run: evaluated 'ghost'",
+        ),
     ],
 )
 def test_a_line_that_is_no_event_is_reported_and_the_state_kept(journal: Path, line: bytes, message: str) -> None:

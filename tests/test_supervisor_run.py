@@ -15,10 +15,14 @@ from evoteam.gpu_bench.task import KernelTask
 from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
+from evoteam.supervisor.config import RunConfig
+from evoteam.supervisor.events import AgentFinished, Committed, DecisionMade, Evaluated, Submitted
 from evoteam.supervisor.git_store import GitStore
 from evoteam.supervisor.loop import RunServices, Supervisor
-from evoteam.supervisor.state import RunConfig, fold
+from evoteam.supervisor.state import fold
 from evoteam.supervisor.team import Team
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -84,8 +88,8 @@ def test_an_offline_evolving_run_commits_every_candidate_once_and_leaves_the_tre
     assert base is not None and b"an uncommitted edit" in store.read(base, "kernel.cpp")
     assert state.best is not None and store.ref("evoteam/run-a/best") == state.candidates[state.best].sha
     assert len(state.decisions) == 2 and all(d.rationale for d in state.decisions)
-    finished = [e.data for e in supervisor.journal.events() if e.kind == "agent_finished"]
-    assert {d["role"] for d in finished} >= {"Optimizer", "Profiling Scientist"}
+    finished = [e for e in supervisor.journal.events() if isinstance(e, AgentFinished)]
+    assert {e.role for e in finished} >= {"Optimizer", "Profiling Scientist"}
     assert state.profiled_rounds == {1, 2}  # the offline Profiling Scientist profiled every round
     # Running it again does nothing: the journal says it is finished.
     assert Supervisor(repo, "run-a", services(task, evaluator)).run().candidates.keys() == state.candidates.keys()
@@ -101,19 +105,19 @@ def test_a_run_resumed_mid_round_records_nothing_twice(repo: Path, evaluator: Ev
     first.run()
     events = first.journal.events()
     # Cut the journal just after round 2's first submission, as a kill -9 there would leave it.
-    cut = next(i for i, e in enumerate(events) if e.kind == "submitted" and e.data["round"] == 2) + 1
+    cut = next(i for i, e in enumerate(events) if isinstance(e, Submitted) and e.round == 2) + 1
     lines = first.journal.path.read_text().splitlines(keepends=True)
-    first.journal.path.write_text("".join(lines[:cut]))
+    first.journal.path.write_text("".join(lines[: cut + 1]))  # the version line, then the events
     kept = fold(first.journal.events()).candidates  # what the journal held at the "kill"
     resumed = Supervisor(repo, "run-b", services(task, evaluator)).run()
     assert resumed.finished == "rounds" and [r.round for r in resumed.rounds_finished] == [1, 2]
     assert set(kept) <= set(resumed.candidates)  # nothing lost
     # The re-run agent may pick another config (timings are noisy); whatever it adds is recorded once.
     events = Supervisor(repo, "run-b", services(task, evaluator)).journal.events()
-    for kind in ("submitted", "committed"):
-        ids = [e.data["id"] for e in events if e.kind == kind]
+    for kind in (Submitted, Committed):
+        ids = [e.id for e in events if isinstance(e, kind)]
         assert sorted(ids) == sorted(resumed.candidates), kind
-    evaluated = [e.data["record"]["id"] for e in events if e.kind == "evaluated"]
+    evaluated = [e.record.id for e in events if isinstance(e, Evaluated)]
     assert sorted(evaluated) == sorted(resumed.candidates)
     commits = GitStore(repo, "run-b").candidates()
     assert sorted(c.trailers["Evoteam-Candidate"] for c in commits) == sorted(resumed.candidates)
@@ -139,8 +143,8 @@ def test_a_run_killed_after_its_decision_does_not_decide_again(repo: Path, evalu
     first.start(config)
     first.run()
     lines = first.journal.path.read_text().splitlines(keepends=True)
-    cut = next(i for i, e in enumerate(first.journal.events()) if e.kind == "decision") + 1
-    first.journal.path.write_text("".join(lines[:cut]))  # killed between the decision and the round's end
+    cut = next(i for i, e in enumerate(first.journal.events()) if isinstance(e, DecisionMade)) + 1
+    first.journal.path.write_text("".join(lines[: cut + 1]))  # killed between the decision and the round's end
     resumed = Supervisor(repo, "run-d", services(task, evaluator)).run()
     assert resumed.finished == "rounds" and len(resumed.decisions) == 1
     kinds = [e.kind for e in first.journal.events()]
@@ -189,10 +193,10 @@ def test_a_journal_cut_anywhere_resumes_to_every_candidate_exactly_once(
     assert set(kept.candidates) <= set(resumed.candidates)
     assert [d.round for d in resumed.decisions] == [1, 2]
     events = first.journal.events()
-    for kind in ("submitted", "committed"):
-        ids = [e.data["id"] for e in events if e.kind == kind]
+    for kind in (Submitted, Committed):
+        ids = [e.id for e in events if isinstance(e, kind)]
         assert sorted(ids) == sorted(resumed.candidates), kind
-    assert sorted(e.data["record"]["id"] for e in events if e.kind == "evaluated") == sorted(resumed.candidates)
+    assert sorted(e.record.id for e in events if isinstance(e, Evaluated)) == sorted(resumed.candidates)
     trailers = [c.trailers["Evoteam-Candidate"] for c in GitStore(repo, "run-f").candidates()]
     # each candidate is committed once, those committed past the cut included (the cut journal's run may then
     # have gone another way: commits of the first run it did not repeat stay on the branches, as no real kill

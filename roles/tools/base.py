@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -90,6 +90,11 @@ class Toolbox:
         if unknown:
             raise ValueError(f"unknown tools {unknown}; known: {self.names}")
         return Toolbox(self._tools[n] for n in wanted)
+
+    def wrapped(self, name: str, wrap: Callable[[Tool], Tool]) -> Toolbox:
+        """The same tools with the one named ``name`` replaced by ``wrap(it)`` (unchanged without one): how a
+        caller adds what it does around a tool, such as journaling what the submit tool made."""
+        return Toolbox(wrap(t) if t.name == name else t for t in self._tools.values())
 
     def call(self, name: str, raw: Any) -> ToolResult:
         tool = self._tools.get(name)

@@ -1,0 +1,78 @@
+"""A run's configuration (the ``run_started`` event's payload) and where a run's files live under ``.evoteam/``."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evoteam.supervisor.team import TeamMode
+
+StopReason = Literal["rounds", "budget", "target", "cancelled", "error"]
+LlmChoice = Literal["auto", "anthropic", "claude-code", "offline"]
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run: str
+    kernel: str
+    config: str
+    """The evoteam.toml that defines the kernel (absolute)."""
+    mode: TeamMode = "evolving"
+    rounds: int = Field(default=3, ge=1)
+    budget: int = Field(default=200_000, ge=0)
+    llm: LlmChoice = "auto"
+    runner: str = "local"
+    model: str | None = None
+    target_speedup: float | None = Field(default=None, gt=0)
+    evaluations_per_agent: int = Field(default=6, ge=1)
+    """The offline tuner's evaluations per agent and round."""
+    seed: int = 0
+    unsafe_no_sandbox: bool = False
+    """The user let agent-generated code run without the sandbox (``--unsafe-no-sandbox``); resume keeps it."""
+
+
+def new_run_id(kernel: str, now: datetime | None = None) -> str:
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in kernel)
+    return f"{safe}-{stamp}-{secrets.token_hex(2)}"
+
+
+def state_dir(repo_root: Path) -> Path:
+    """``.evoteam/`` of the repository; it ignores itself (``.gitignore`` with ``*``), so ``git status`` of the
+    user's repository does not change."""
+    path = repo_root / ".evoteam"
+    path.mkdir(exist_ok=True)
+    ignore = path / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# evoteam's run state and knowledge (not part of your sources)\n*\n")
+    return path
+
+
+def task_config(repo_root: Path, journaled: str | Path) -> Path:
+    """The evoteam.toml of a run in ``repo_root``: the journaled (absolute) path, or, for a repository that was
+    moved or copied since the run started, the same path below ``repo_root`` (its longest tail that exists)."""
+    path = Path(journaled)
+    root = repo_root.resolve()
+    try:
+        path.resolve().relative_to(root)
+        return path
+    except ValueError:
+        pass
+    for start in range(1, len(path.parts)):
+        moved = root.joinpath(*path.parts[start:])
+        if moved.is_file():
+            return moved
+    return path
+
+
+def run_dir(repo_root: Path, run: str) -> Path:
+    return state_dir(repo_root) / "runs" / run
+
+
+def journal_path(repo_root: Path, run: str) -> Path:
+    """``.evoteam/runs/<run>/journal.jsonl``."""
+    return run_dir(repo_root, run) / "journal.jsonl"

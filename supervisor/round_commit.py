@@ -1,0 +1,126 @@
+"""After a round's agents: each of its candidates evaluated, committed to its round branch, and the best moved.
+
+Each step is journaled as it is done (``evaluated``, ``committed``, ``best``) and skipped when the journal says
+it was (a resumed round): a candidate is evaluated once and committed once. A candidate of a vetoed round is
+committed, marked vetoed and never best.
+"""
+
+from __future__ import annotations
+
+from evoteam.gpu_bench.api import CandidateResult, EvaluationStatus, Solution
+from evoteam.roles.tools.candidate import kernel_files
+from evoteam.roles.tools.evaluation import EvaluationCache
+from evoteam.supervisor.events import BestMoved, Committed, Evaluated
+from evoteam.supervisor.records import CandidateRecord, WorkloadOutcome
+from evoteam.supervisor.reporting import evaluated_line
+from evoteam.supervisor.services import RunContext
+from evoteam.supervisor.state import Candidate, RunState
+
+DESIGN_CONSTRUCTS = ("wgmma", "tcgen05", "cp.async.bulk", "mma_async", "cuda::pipeline", "__pipeline_memcpy_async")
+"""Constructs whose disappearance from a candidate, when the best had them, is a design downgrade."""
+
+
+def evaluate_and_commit(run: RunContext, number: int, cache: EvaluationCache) -> None:
+    state = run.log.state
+    vetoed = state.vetoed(number)
+    best_source = _best_source(run, state)
+    for candidate in state.round_candidates(number):
+        solution = Solution.model_validate(candidate.solution)
+        if candidate.record is None:
+            record = candidate_record(candidate, cache.evaluate(solution))
+            source = "\n".join(s.content for s in solution.sources)
+            record.dropped_constructs = [c for c in DESIGN_CONSTRUCTS if c in best_source and c not in source]
+            known = run.knowledge.is_known_failure(candidate.rationale)
+            record.known_failure = known.id if known is not None and record.status != EvaluationStatus.PASSED else None
+            record.vetoed = vetoed
+            evaluated = Evaluated(record=record)
+            run.log.record(evaluated)
+            run.reporter.activity(evaluated_line(evaluated))
+        if candidate.sha is None:
+            sha = _commit(run, candidate, solution)
+            run.log.record(Committed(id=candidate.id, sha=sha))
+    _move_best(run, state)
+
+
+def _move_best(run: RunContext, state: RunState) -> None:
+    """The best committed, passing, not vetoed candidate becomes the run's best (its branch, then the journal)."""
+    ranked = [
+        (c.record.geomean_speedup, c)
+        for c in state.candidates.values()
+        if c.record is not None and c.record.geomean_speedup is not None and not c.record.vetoed and c.sha is not None
+    ]
+    if not ranked:
+        return
+    speedup, top = max(ranked, key=lambda pair: pair[0])
+    if top.id != state.best:
+        assert top.sha is not None
+        run.store.set_best(top.sha)
+        run.log.record(BestMoved(id=top.id, sha=top.sha, speedup=speedup))
+
+
+def _best_source(run: RunContext, state: RunState) -> str:
+    """The best candidate's sources (the base's before any passed), to see what a candidate dropped."""
+    if state.best is None:
+        assert state.base is not None
+        return "\n".join(run.store.read(state.base, p).decode("utf-8", "replace") for p in run.paths())
+    return "\n".join(s["content"] for s in state.candidates[state.best].solution["sources"])
+
+
+def _commit(run: RunContext, candidate: Candidate, solution: Solution) -> str:
+    record = candidate.record
+    assert record is not None
+    speed = f"{record.geomean_speedup:.3f}x" if record.geomean_speedup is not None else "-"
+    body = "\n".join(
+        [
+            f"Rationale: {candidate.rationale}",
+            f"Status: {record.status.value}" + (" (vetoed)" if record.vetoed else ""),
+            f"Geomean speedup: {speed}; faster on {record.faster}/{record.total} workloads",
+            f"Agent: {candidate.agent}",
+            *(f"Violation: {v}" for v in record.violations),
+        ]
+    )
+    trailers = {"Evoteam-Role": candidate.role, "Evoteam-Status": record.status.value, "Evoteam-Speedup": speed}
+    subject = f"{candidate.role}: {candidate.rationale}"
+    return run.store.commit_candidate(candidate.round, candidate.id, _files(run, solution), subject, body, trailers)
+
+
+def _files(run: RunContext, solution: Solution) -> dict[str, bytes]:
+    """The solution's sources as repository paths: its entry source is the task's source file."""
+    paths = run.paths()
+    names = dict(zip(kernel_files(run.task), paths, strict=True))
+    files: dict[str, bytes] = {}
+    for index, source in enumerate(solution.sources):
+        path = paths[0] if index == 0 else names.get(source.path)
+        if path is not None:
+            files[path] = source.content.encode("utf-8")
+    return files
+
+
+def candidate_record(candidate: Candidate, result: CandidateResult) -> CandidateRecord:
+    """What the supervisor keeps of a candidate's evaluation."""
+    passed = result.status == EvaluationStatus.PASSED
+    return CandidateRecord(
+        id=candidate.id,
+        round=candidate.round,
+        role=candidate.role,
+        status=result.status,
+        rationale=candidate.rationale,
+        geomean_speedup=result.summary.geomean_speedup if passed else None,
+        geomean_ci=result.summary.geomean_ci if passed else None,
+        faster=result.summary.faster,
+        total=result.summary.total,
+        violations=list(result.violations),
+        workloads=[
+            WorkloadOutcome(
+                uuid=w.uuid,
+                status=w.status,
+                speedup=w.speedup if w.status == EvaluationStatus.PASSED else None,
+                ci=w.ci if w.status == EvaluationStatus.PASSED else None,
+                flags=list(w.flags),
+                latency_ms=w.timing.median_ms if w.timing is not None else None,
+                reference_latency_ms=w.baseline_timing.median_ms if w.baseline_timing is not None else None,
+                reason=(w.reason.strip().splitlines() or [""])[0][:200],
+            )
+            for w in result.workloads
+        ],
+    )

@@ -1,0 +1,63 @@
+"""Ends a round: its record, the supervisor's decision about the team, and the next round's team.
+
+The decision is made once (a resumed round that has one reuses it): offline by the rules, with a model backend
+by one model call charged to the run's budget (``llm_decide``, which falls back to the rules). It is journaled
+(``decision``) and written to the knowledge store as a role record; then the next team (``team``) and the
+round's record (``round_finished``, its tokens including the supervisor's own call) are journaled.
+"""
+
+from __future__ import annotations
+
+from evoteam.roles.budget import TokenBudget
+from evoteam.roles.knowledge import Evidence, Kind
+from evoteam.supervisor.config import RunConfig
+from evoteam.supervisor.decision import SupervisorDecision, apply
+from evoteam.supervisor.events import DecisionMade, RoundFinished, TeamChanged
+from evoteam.supervisor.llm_decide import llm_decide
+from evoteam.supervisor.records import RoundRecord
+from evoteam.supervisor.rules import decide
+from evoteam.supervisor.services import RunContext
+from evoteam.supervisor.signals import signals
+from evoteam.supervisor.team import Team
+
+
+def finish_round(run: RunContext, number: int, config: RunConfig, budget: TokenBudget) -> None:
+    state = run.log.state
+    if state.round_done(number):
+        return
+    team = state.round_teams[number]  # the round's own (a ``team`` event journaled after it is the next's)
+    record = RoundRecord(
+        round=number,
+        roles=list(team.roles),
+        protocol=team.protocol,
+        candidates=[c.record for c in state.round_candidates(number) if c.record is not None],
+        tokens=state.round_tokens.get(number, 0),
+        profiled=number in state.profiled_rounds,
+        knowledge_read=number in state.knowledge_rounds,
+    )
+    known = set(run.services.roles)
+    decision = state.decision_after(number)
+    if decision is None:  # not made before a kill: make it now (once, a resume reuses it)
+        decision = _decide(run, config, budget, team, [*state.rounds_finished, record], known)
+        run.log.record(DecisionMade(decision=decision))
+        run.knowledge.add(
+            Kind.ROLE_RECORD,
+            f"round {number}: {', '.join(team.roles)}",
+            decision.note(),
+            evidence=Evidence(numbers={"best": state.best_speedup or 0.0}),
+            role="Supervisor",
+            round=number,
+        )
+    run.log.record(TeamChanged(team=apply(team, decision, known)))
+    spent = state.round_tokens.get(number, 0)  # the supervisor's own call counts in its round
+    run.log.record(RoundFinished(record=record.model_copy(update={"tokens": spent})))
+
+
+def _decide(
+    run: RunContext, config: RunConfig, budget: TokenBudget, team: Team, rounds: list[RoundRecord], known: set[str]
+) -> SupervisorDecision:
+    found = signals(rounds)
+    if config.mode == "evolving" and run.services.supervisor_llm is not None:
+        llm, model = run.services.supervisor_llm
+        return llm_decide(llm, model, budget, team, rounds, found, known)
+    return decide(config.mode, team, rounds, found)

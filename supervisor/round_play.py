@@ -1,0 +1,183 @@
+"""Plays one round: each member of the team runs as an agent on a workspace seeded from the best so far.
+
+Protocol ``sequential``: the members run in order on one workspace, so each sees what the ones before it did;
+``parallel``: all at once, each on its own copy. What an agent does is journaled as it happens: its steps
+(``agent_event``, by the sink it was built with), its submissions (``submitted``, by the submit tool of its
+toolbox, before the agent reads the result), its tokens (``tokens``, by the run's budget) and how it ended
+(``agent_finished``). An agent the journal says finished is not run again (a resumed round).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from evoteam.gpu_bench.api import Constraints, KernelTask, Solution
+from evoteam.roles.agent import AgentEvent
+from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
+from evoteam.roles.budget import TokenBudget
+from evoteam.roles.builtin import parse_verdict
+from evoteam.roles.prompt import task_prompt
+from evoteam.roles.spec import RoleSpec
+from evoteam.roles.tools.base import Author, Tool, ToolResult
+from evoteam.roles.tools.candidate import kernel_files
+from evoteam.roles.tools.evaluation import EvaluationCache
+from evoteam.roles.tools.factory import ToolServices, build_toolbox
+from evoteam.roles.workspace import Workspace
+from evoteam.supervisor.events import AgentFinished, AgentStep, Submitted
+from evoteam.supervisor.reporting import step_line, submitted_line
+from evoteam.supervisor.services import RunContext
+from evoteam.supervisor.state import RunState
+from evoteam.supervisor.team import Team
+
+
+def candidate_id(round_number: int, agent: str, solution: Solution) -> str:
+    return f"r{round_number:02d}-{agent}-{solution.content_hash()[:10]}"
+
+
+def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, cache: EvaluationCache) -> None:
+    """Runs every member of ``team`` that has not finished round ``number`` yet."""
+    state = run.log.state
+    start = state.candidates[state.best].sha if state.best and state.candidates[state.best].sha else state.base
+    assert start is not None
+    folder = run.folder / "rounds" / f"{number:02d}"
+    definition = run.task.load_definition()
+    constraints = merged_constraints(run.task, team)
+    prompt = task_prompt(run.task, definition, run.task.load_workloads(), run.knowledge.summary(), constraints)
+    tools = ToolServices(definition=definition, evaluations=cache, knowledge=run.knowledge, constraints=constraints)
+    brief = round_brief(state, team)
+    members = [(i, run.services.roles[name]) for i, name in enumerate(team.roles) if name in run.services.roles]
+    shared = seed_workspace(run, folder / "team", start) if team.protocol == "sequential" else None
+
+    def play(index: int, role: RoleSpec) -> None:
+        agent_id = f"{_slug(role.name)}-{index}"
+        if (number, agent_id) in state.finished_agents:
+            return
+        workspace = shared if shared is not None else seed_workspace(run, folder / agent_id, start)
+        author = Author(role=role.name, agent_id=agent_id, round=number)
+        made: list[Submission] = []
+        toolbox = build_toolbox(run.task, workspace, tools, author, made).only(role.tools)
+        toolbox = toolbox.wrapped("submit_candidate", lambda tool: JournaledSubmit(tool, made, run, number))
+        assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=brief)
+        context = AgentContext(
+            assignment=assignment, workspace=workspace, toolbox=toolbox, budget=budget, submissions=made, task=prompt
+        )
+        report = _run_agent(run, role, number, index, context)
+        verdict = parse_verdict(report.final_text) if role.can_veto else None
+        veto = (verdict.reason or "veto") if verdict is not None and verdict.decision == "veto" else None
+        run.log.record(
+            AgentFinished(
+                round=number,
+                agent=agent_id,
+                role=role.name,
+                stop=report.stop,
+                error=report.error,
+                submissions=len(report.submissions),
+                summary=report.final_text[:500],
+                veto=veto,
+            )
+        )
+
+    if team.protocol == "sequential":
+        for index, role in members:
+            if run.cancel_requested():
+                break
+            play(index, role)
+    else:
+        threads = [threading.Thread(target=play, args=m, daemon=True) for m in members]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def _run_agent(run: RunContext, role: RoleSpec, number: int, index: int, context: AgentContext) -> AgentReport:
+    """The agent's report; a role without an agent sits out, and a broken agent ends its turn (the run goes on)."""
+    agent = run.services.agents(role, number, index, step_sink(run, number), run.cancel_requested)
+    a = context.assignment
+    if agent is None:
+        text = f"{role.name} has no behaviour with this backend; it sat out"
+        return AgentReport(role=role.name, agent_id=a.agent_id, stop="end_turn", final_text=text)
+    try:
+        return agent.run(context)
+    except Exception as exc:
+        return AgentReport(role=role.name, agent_id=a.agent_id, stop="llm_error", error=repr(exc))
+
+
+def step_sink(run: RunContext, number: int) -> Callable[[AgentEvent], None]:
+    """Where an agent of round ``number`` reports its steps: journaled, and its tool calls shown."""
+
+    def sink(event: AgentEvent) -> None:
+        step = AgentStep.of(number, event)
+        run.log.record(step)
+        line = step_line(step)
+        if line is not None:
+            run.reporter.activity(line)
+
+    return sink
+
+
+class JournaledSubmit:
+    """An agent's submit tool for one round: what the tool submits is journaled (``submitted``; a candidate
+    known already, as a re-run after a resume makes it, once) before the agent reads the result."""
+
+    def __init__(self, tool: Tool, made: list[Submission], run: RunContext, number: int) -> None:
+        self.tool, self.made, self.run_context, self.number = tool, made, run, number
+        self.name, self.description = tool.name, tool.description
+        self.input_model: type[BaseModel] = tool.input_model
+
+    def run(self, args: Any) -> ToolResult:
+        before = len(self.made)
+        result = self.tool.run(args)
+        for submission in self.made[before:]:
+            event = Submitted(
+                id=candidate_id(self.number, submission.agent_id, submission.solution),
+                round=self.number,
+                role=submission.role,
+                agent=submission.agent_id,
+                rationale=submission.rationale,
+                solution=submission.solution.model_dump(mode="json"),
+            )
+            if self.run_context.log.record_submission(event):
+                self.run_context.reporter.activity(submitted_line(event))
+        return result
+
+
+def round_brief(state: RunState, team: Team) -> str:
+    lines = []
+    if state.best_speedup is not None:
+        lines.append(f"Best so far: {state.best} at {state.best_speedup:.3f}x geomean (your workspace holds it).")
+    if state.decisions:
+        lines.append(state.decisions[-1].note())
+    if team.constraints.require or team.constraints.forbid:
+        lines.append(
+            f"Constraints set by the supervisor: require {team.constraints.require}, forbid {team.constraints.forbid}."
+        )
+    return "\n".join(lines)
+
+
+def merged_constraints(task: KernelTask, team: Team) -> Constraints:
+    """The task's constraints plus the ones the supervisor set for the team."""
+    c = task.constraints
+    return c.model_copy(
+        update={
+            "require": [*c.require, *(r for r in team.constraints.require if r not in c.require)],
+            "forbid": [*c.forbid, *(f for f in team.constraints.forbid if f not in c.forbid)],
+        }
+    )
+
+
+def seed_workspace(run: RunContext, root: Path, sha: str) -> Workspace:
+    """A workspace at ``root`` holding the kernel files as commit ``sha`` has them."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, path in zip(kernel_files(run.task), run.paths(), strict=True):
+        (root / name).write_bytes(run.store.read(sha, path))
+    return Workspace(root)
+
+
+def _slug(name: str) -> str:
+    return "-".join(name.lower().split())

@@ -1,0 +1,72 @@
+"""What a run is given (``RunServices``) and what every step of a running run uses (``RunContext``).
+
+Every side effect of a run goes through a field here: the journal and its state (``log``), the branches
+(``store``), the knowledge store, the evaluations, the agents, the supervisor's model and the reporter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evoteam.gpu_bench.api import KernelTask
+from evoteam.roles.builtin import builtin_roles
+from evoteam.roles.knowledge import KnowledgeStore
+from evoteam.roles.llm import LLM
+from evoteam.roles.spec import RoleSpec
+from evoteam.roles.tools.evaluation import EvaluationCache
+from evoteam.supervisor.agents import AgentFactory
+from evoteam.supervisor.git_store import CandidateStore
+from evoteam.supervisor.reporting import Reporter, SilentReporter
+from evoteam.supervisor.run_log import RunLog
+from evoteam.supervisor.team import Team
+
+Evaluations = Callable[[Team], EvaluationCache]
+"""The evaluation cache for a team's constraints (one per distinct set, shared by every tool of the run)."""
+
+
+@dataclass
+class RunServices:
+    task: KernelTask
+    evaluations: Evaluations
+    agents: AgentFactory
+    supervisor_llm: tuple[LLM, str] | None = None
+    """With a model backend the supervisor is a model call; None: the offline rules decide."""
+    roles: dict[str, RoleSpec] = field(default_factory=builtin_roles)
+    reporter: Reporter = field(default_factory=SilentReporter)
+    """Told when a round starts, after every round and at the end, and of each thing agents do."""
+
+
+@dataclass
+class RunContext:
+    """One running run: where it lives and the services its steps use."""
+
+    run: str
+    folder: Path
+    """``.evoteam/runs/<run>/``: the journal, the cancel request, the rounds' workspaces."""
+    services: RunServices
+    log: RunLog
+    store: CandidateStore
+    knowledge: KnowledgeStore
+
+    @property
+    def task(self) -> KernelTask:
+        return self.services.task
+
+    @property
+    def reporter(self) -> Reporter:
+        return self.services.reporter
+
+    def cancel_requested(self) -> bool:
+        """``evoteam cancel RUN`` wrote its request file."""
+        return (self.folder / "cancel").exists()
+
+    def paths(self) -> list[str]:
+        """The repository paths of the task's files, entry source first."""
+        return kernel_paths(self.store, self.task)
+
+
+def kernel_paths(store: CandidateStore, task: KernelTask) -> list[str]:
+    """The repository paths of the task's files, entry source first."""
+    return [store.relative(p) for p in [task.source, *task.extra_sources]]
