@@ -112,6 +112,7 @@ def _as_json(state: Any) -> dict[str, Any]:
         "finished": state.finished,
         "best": state.best,
         "best_speedup": state.best_speedup,
+        "start": state.start.model_dump(mode="json") if state.start else None,
         "tokens": state.spent,
         "rounds": [r.model_dump(mode="json") for r in state.rounds_finished],
         "candidates": [
@@ -123,6 +124,8 @@ def _as_json(state: Any) -> dict[str, Any]:
                 "rationale": c.rationale,
                 "sha": c.sha,
                 "record": c.record.model_dump(mode="json") if c.record else None,
+                "speedup_vs_start": c.record.geomean_speedup if c.record else None,
+                "ci_vs_start": list(c.record.geomean_ci) if c.record and c.record.geomean_ci else None,
             }
             for c in state.candidates.values()
         ],
@@ -147,6 +150,7 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 def run_accept(args: argparse.Namespace) -> int:
     from evoteam.supervisor.git_store import GitStore
+    from evoteam.supervisor.round_commit import significant
     from evoteam.supervisor.services import kernel_paths
     from evoteam.supervisor.setup import SetupError, load_task
 
@@ -157,11 +161,21 @@ def run_accept(args: argparse.Namespace) -> int:
     assert state.config is not None  # read_run returns only runs that started
     chosen = args.candidate or state.best
     if chosen is None:
-        return _fail(f"run {args.run_id} has no passing candidate to accept", 1)
+        return _fail(
+            f"run {args.run_id}: no candidate is significantly faster than the start (no improvement over the start); "
+            "`evoteam show` lists them, `--candidate ID` accepts one anyway",
+            1,
+        )
     candidate = state.candidates.get(chosen)
     if candidate is None or candidate.sha is None:
         return _fail(
             f"run {args.run_id} has no committed candidate {chosen!r}; `evoteam show {args.run_id}` lists them"
+        )
+    if candidate.record is None or not significant(candidate.record, state.config.min_effect):
+        print(
+            f"evoteam accept: warning: {chosen} is not significantly faster than the start "
+            f"({_vs_start(candidate.record)}); accepting it because you named it",
+            file=sys.stderr,
         )
     try:
         task = load_task(state.config, root)
@@ -179,6 +193,13 @@ def run_accept(args: argparse.Namespace) -> int:
     )
     print(f"accepted {chosen}{speed} into {', '.join(paths)}")
     return 0
+
+
+def _vs_start(record: Any) -> str:
+    if record is None or record.geomean_speedup is None:
+        return "no speedup measured"
+    ci = f", 95% CI {record.geomean_ci[0]:.3f}-{record.geomean_ci[1]:.3f}" if record.geomean_ci else ""
+    return f"{record.geomean_speedup:.3f}x over the start{ci}"
 
 
 def _dirty(root: Path, path: str) -> bool:

@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
+from evoteam.supervisor.records import CandidateRecord
 from evoteam.supervisor.state import RunConfig, RunState
 
 
@@ -88,7 +89,9 @@ class Progress:
             self._live.stop()
             self._live = None
         best = (
-            f"{state.best} at {state.best_speedup:.3f}x" if state.best_speedup is not None else "no passing candidate"
+            f"{state.best} at {state.best_speedup:.3f}x over the start"
+            if state.best_speedup is not None
+            else "none: no improvement over the start"
         )
         self.console.print(f"[bold]run {self.config.run}[/] finished ({state.finished}): best {best}")
         if state.best is not None:
@@ -101,21 +104,29 @@ def show(state: RunState, console: Console) -> None:
     config = state.config
     assert config is not None
     best = f"{state.best_speedup:.3f}x ({state.best})" if state.best_speedup is not None else "none"
+    if state.best is None and state.finished is not None:
+        best = "none (no improvement over the start)"
+    start = state.start
     console.print(
         f"[bold]{config.run}[/] kernel {config.kernel} · team {config.mode} · llm {config.llm} · "
         f"{len(state.rounds_finished)}/{config.rounds} rounds · {state.finished or 'running or stopped'} · "
         f"best {best} · tokens {state.spent}/{config.budget}"
         + (" · [red]sandbox not required (--unsafe-no-sandbox)[/]" if config.unsafe_no_sandbox else "")
     )
-    table = Table("round", "candidate", "role", "status", "speedup", "faster", "rationale")
+    if start is not None:
+        console.print(
+            f"start (r00-start, the incumbent): {start.status.value} · {_speed(start)} over the task's baseline",
+            highlight=False,
+        )
+    table = Table("round", "candidate", "role", "status", "vs start (95% CI)", "faster", "rationale")
     for c in sorted(state.candidates.values(), key=lambda c: (c.round, c.id)):
         r = c.record
         table.add_row(
             str(c.round),
-            c.id,
+            c.id + (" ★" if c.id == state.best else ""),
             c.role,
             (r.status.value + (" vetoed" if r.vetoed else "")) if r else "not evaluated",
-            f"{r.geomean_speedup:.3f}x" if r and r.geomean_speedup is not None else "-",
+            _speed(r) if r else "-",
             f"{r.faster}/{r.total}" if r else "-",
             c.rationale[:60],
         )
@@ -124,3 +135,10 @@ def show(state: RunState, console: Console) -> None:
         console.print(f"- {decision.note()}")
         for signal in decision.signals:
             console.print(f"    signal {signal.name}: {signal.summary}")
+
+
+def _speed(record: CandidateRecord) -> str:
+    if record.geomean_speedup is None:
+        return "-"
+    ci = f" ({record.geomean_ci[0]:.2f}-{record.geomean_ci[1]:.2f})" if record.geomean_ci else ""
+    return f"{record.geomean_speedup:.3f}x{ci}"

@@ -28,6 +28,9 @@ class RunConfig(BaseModel):
     runner: str = "local"
     model: str | None = None
     target_speedup: float | None = Field(default=None, gt=0)
+    min_effect: float = Field(default=0.02, ge=0)
+    """A candidate is the best only if its speedup over the start is significant: the lower end of its 95%
+    interval above 1 + this."""
     evaluations_per_agent: int = Field(default=6, ge=1)
     """The offline tuner's evaluations per agent and round."""
     seed: int = 0

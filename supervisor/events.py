@@ -5,7 +5,8 @@ reader (the supervisor's fold, ``evoteam show`` and ``report``, the language ser
 them back through ``parse_event``. Events are facts: frozen once made. A change to a kind's fields is a new
 journal format version (``journal.FORMAT_VERSION``).
 
-Kinds, in the order a round writes them: ``run_started`` (the config), ``base`` (its commit), ``round_started``
+Kinds, in the order a round writes them: ``run_started`` (the config), ``base`` (its commit), ``start`` (the
+start kernel as the incumbent, and its record against the task's baseline), ``round_started``
 (round, team), ``agent_event`` (a turn or tool call, summarized), ``tokens`` (role, agent, usage; they count in
 the round last started), ``submitted`` (a candidate: id, round, role, agent, rationale, solution),
 ``agent_finished`` (how an agent's turn ended, its veto), ``evaluated`` (the candidate's record), ``committed``
@@ -43,6 +44,15 @@ class BaseCommitted(_Event):
 
     kind: Literal["base"] = "base"
     sha: str
+
+
+class StartEvaluated(_Event):
+    """The start kernel (the base's files), the run's incumbent: its solution, which every candidate is timed
+    against, and its own record against the task's baseline (id ``r00-start``)."""
+
+    kind: Literal["start"] = "start"
+    solution: dict[str, Any]
+    record: CandidateRecord
 
 
 class RoundStarted(_Event):
@@ -154,6 +164,7 @@ class RunFinished(_Event):
 Event = Annotated[
     RunStarted
     | BaseCommitted
+    | StartEvaluated
     | RoundStarted
     | AgentStep
     | TokensSpent
@@ -176,6 +187,7 @@ KINDS: tuple[str, ...] = tuple(
     for t in (
         RunStarted,
         BaseCommitted,
+        StartEvaluated,
         RoundStarted,
         AgentStep,
         TokensSpent,

@@ -20,7 +20,7 @@ from evoteam.supervisor.events import BaseCommitted, RoundStarted, RunFinished, 
 from evoteam.supervisor.git_store import CandidateStore, GitStore
 from evoteam.supervisor.journal import Journal
 from evoteam.supervisor.lock import KernelLock
-from evoteam.supervisor.round_commit import evaluate_and_commit
+from evoteam.supervisor.round_commit import ensure_start, evaluate_and_commit
 from evoteam.supervisor.round_decide import finish_round
 from evoteam.supervisor.round_play import play_round
 from evoteam.supervisor.run_log import JournaledBudget, RunLog
@@ -77,6 +77,7 @@ class Supervisor:
             self.run_id, self.dir, self.services, log, self.store, KnowledgeStore(self.root, self.task.name)
         )
         ensure_base(log, self.store, self.root, self.task, self.run_id)
+        incumbent = ensure_start(run)
         budget = JournaledBudget(config.budget, log)
         reporter = self.services.reporter
         while (reason := self._stop_reason(run, config, budget)) is None:
@@ -86,7 +87,7 @@ class Supervisor:
                 log.record(RoundStarted(round=number, team=log.state.team))
             team = log.state.round_teams[number]
             reporter.update(log.snapshot())
-            cache = self.services.evaluations(team)
+            cache = self.services.evaluations(team, incumbent)
             play_round(run, number, team, budget, cache)
             evaluate_and_commit(run, number, cache)
             finish_round(run, number, config, budget)

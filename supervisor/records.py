@@ -31,11 +31,13 @@ class WorkloadOutcome(BaseModel):
 class CandidateRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
-    round: int = Field(ge=1)
+    round: int = Field(ge=0)
+    """The round that made it; 0 for the start kernel (``r00-start``)."""
     role: str
     status: EvaluationStatus
     geomean_speedup: float | None = None
-    """Geomean over the workloads when it PASSED, else None."""
+    """Geomean over the workloads when it PASSED, else None: for a candidate its speedup over the start
+    kernel (the run's incumbent), for the start its speedup over the task's baseline."""
     geomean_ci: tuple[float, float] | None = None
     """95% bootstrap interval of the geomean (paired timing), when it PASSED."""
     faster: int = 0

@@ -14,7 +14,7 @@ from evoteam.supervisor.report_data import ReportData, Timeline, Winner
 from evoteam.supervisor.state import RunState
 
 PLOTS: tuple[tuple[str, str], ...] = (
-    ("speedup", "Best geomean speedup per round (and each round's best), with the baseline at 1x"),
+    ("speedup", "Best geomean speedup over the start per round (and each round's best), with the start at 1x"),
     ("workloads", "Per-workload speedups of the winner, sorted (log scale; failed workloads marked)"),
     ("timeline", "Team timeline: where each role played, and the supervisor's decisions between rounds"),
     ("tokens", "Tokens per role, stacked by round"),
@@ -63,7 +63,11 @@ def render(state: RunState, data: ReportData, images: Mapping[str, str]) -> str:
 
 
 def _summary(data: ReportData) -> str:
-    best = f"{data.winner.speedup:.3f}x ({escape(data.winner.id)})" if data.winner is not None else "no winner"
+    best = (
+        f"{data.winner.speedup:.3f}x over the start ({escape(data.winner.id)})"
+        if data.winner is not None
+        else "none: no candidate is significantly faster than the start"
+    )
     status = f"finished ({escape(data.finished)})" if data.finished else "not finished"
     return (
         f"kernel <code>{escape(data.kernel)}</code> · team {escape(data.mode)} · llm {escape(data.llm)} · "

@@ -76,7 +76,7 @@ def speedup_plot(series: list[RoundPoint], path: Path) -> Path:
         zorder=3,
         label="round's best",
     )
-    ax.axhline(1.0, color="#888888", linestyle="--", linewidth=1, label="baseline (1x)")
+    ax.axhline(1.0, color="#888888", linestyle="--", linewidth=1, label="the start (1x)")
     if all(p.round_best is None for p in series):
         ax.text(0.5, 0.6, "no passing candidate yet", ha="center", transform=ax.transAxes, color="#c0392b")
     ax.set_xticks(rounds)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from evoteam.gpu_bench.api import CandidateResult, EvaluationStatus, Solution
 from evoteam.roles.tools.candidate import kernel_files
 from evoteam.roles.tools.evaluation import EvaluationCache
-from evoteam.supervisor.events import BestMoved, Committed, Evaluated
+from evoteam.supervisor.events import BestMoved, Committed, Evaluated, StartEvaluated
 from evoteam.supervisor.records import CandidateRecord, WorkloadOutcome
 from evoteam.supervisor.reporting import evaluated_line
 from evoteam.supervisor.services import RunContext
@@ -42,12 +42,62 @@ def evaluate_and_commit(run: RunContext, number: int, cache: EvaluationCache) ->
     _move_best(run, state)
 
 
+START_ID = "r00-start"
+
+
+def ensure_start(run: RunContext) -> Solution | None:
+    """The run's incumbent: the start kernel (the base's files), evaluated once against the task's baseline and
+    journaled (``start``). Candidates are timed against it; a start that fails its own evaluation cannot be
+    one, and candidates are then timed against the task's baseline (None)."""
+    state = run.log.state
+    if state.start is None or state.start_solution is None:
+        solution = start_solution(run)
+        assert state.team is not None
+        result = run.services.evaluations(state.team, None).evaluate(solution)
+        record = result_record(START_ID, 0, "start", "the kernel the run started from", result)
+        run.log.record(StartEvaluated(solution=solution.model_dump(mode="json"), record=record))
+        run.reporter.activity(f"start: {_speed(record)} over the task's baseline ({record.status.value})")
+    assert state.start is not None and state.start_solution is not None
+    if state.start.status != EvaluationStatus.PASSED:
+        return None
+    return Solution.model_validate(state.start_solution)
+
+
+def start_solution(run: RunContext) -> Solution:
+    """The task's solution with the base commit's contents (the files as the run found them)."""
+    state = run.log.state
+    assert state.base is not None
+    task = run.task
+    current = task.source_solution(task.load_definition())
+    sources = [
+        source.model_copy(update={"content": run.store.read(state.base, path).decode("utf-8", "replace")})
+        for source, path in zip(current.sources, run.paths(), strict=True)
+    ]
+    return current.model_copy(update={"sources": sources})
+
+
+def significant(record: CandidateRecord, min_effect: float) -> bool:
+    """Faster than the start beyond doubt: the lower end of the geomean's 95% interval above 1 + ``min_effect``
+    (the geomean itself where no interval was measured)."""
+    if record.geomean_speedup is None:
+        return False
+    low = record.geomean_ci[0] if record.geomean_ci is not None else record.geomean_speedup
+    return low > 1.0 + min_effect
+
+
 def _move_best(run: RunContext, state: RunState) -> None:
-    """The best committed, passing, not vetoed candidate becomes the run's best (its branch, then the journal)."""
+    """The committed, passing, not vetoed candidate significantly faster than the start with the highest geomean
+    becomes the run's best (its branch, then the journal); without one the run has no best."""
+    assert state.config is not None
+    effect = state.config.min_effect
     ranked = [
         (c.record.geomean_speedup, c)
         for c in state.candidates.values()
-        if c.record is not None and c.record.geomean_speedup is not None and not c.record.vetoed and c.sha is not None
+        if c.record is not None
+        and c.record.geomean_speedup is not None
+        and significant(c.record, effect)
+        and not c.record.vetoed
+        and c.sha is not None
     ]
     if not ranked:
         return
@@ -98,13 +148,18 @@ def _files(run: RunContext, solution: Solution) -> dict[str, bytes]:
 
 def candidate_record(candidate: Candidate, result: CandidateResult) -> CandidateRecord:
     """What the supervisor keeps of a candidate's evaluation."""
+    return result_record(candidate.id, candidate.round, candidate.role, candidate.rationale, result)
+
+
+def result_record(cid: str, round_number: int, role: str, rationale: str, result: CandidateResult) -> CandidateRecord:
+    """What the supervisor keeps of an evaluation."""
     passed = result.status == EvaluationStatus.PASSED
     return CandidateRecord(
-        id=candidate.id,
-        round=candidate.round,
-        role=candidate.role,
+        id=cid,
+        round=round_number,
+        role=role,
         status=result.status,
-        rationale=candidate.rationale,
+        rationale=rationale,
         geomean_speedup=result.summary.geomean_speedup if passed else None,
         geomean_ci=result.summary.geomean_ci if passed else None,
         faster=result.summary.faster,
@@ -124,3 +179,10 @@ def candidate_record(candidate: Candidate, result: CandidateResult) -> Candidate
             for w in result.workloads
         ],
     )
+
+
+def _speed(record: CandidateRecord) -> str:
+    if record.geomean_speedup is None:
+        return "-"
+    ci = f" (95% CI {record.geomean_ci[0]:.3f}-{record.geomean_ci[1]:.3f})" if record.geomean_ci else ""
+    return f"{record.geomean_speedup:.3f}x{ci}"

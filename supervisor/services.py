@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evoteam.gpu_bench.api import KernelTask
+from evoteam.gpu_bench.api import KernelTask, Solution
 from evoteam.roles.builtin import builtin_roles
 from evoteam.roles.knowledge import KnowledgeStore
 from evoteam.roles.llm import LLM
@@ -22,8 +22,9 @@ from evoteam.supervisor.reporting import Reporter, SilentReporter
 from evoteam.supervisor.run_log import RunLog
 from evoteam.supervisor.team import Team
 
-Evaluations = Callable[[Team], EvaluationCache]
-"""The evaluation cache for a team's constraints (one per distinct set, shared by every tool of the run)."""
+Evaluations = Callable[[Team, Solution | None], EvaluationCache]
+"""The evaluation cache for a team's constraints against an incumbent (None: the task's baseline); one per
+distinct pair, shared by every tool of the run."""
 
 
 @dataclass

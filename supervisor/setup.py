@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from evoteam.gpu_bench.api import EvalConfig, Evaluator, KernelTask, Runner, load_tasks
+from evoteam.gpu_bench.api import EvalConfig, Evaluator, KernelTask, Runner, Solution, load_tasks
 from evoteam.roles.backends.choose import choose_backend
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
@@ -54,16 +54,17 @@ def make_services(
     eval_config = EvalConfig(atol=task.tolerance.atol, rtol=task.tolerance.rtol)
     caches: dict[str, EvaluationCache] = {}
 
-    def evaluations(team: Team) -> EvaluationCache:
+    def evaluations(team: Team, incumbent: Solution | None) -> EvaluationCache:
         merged = task.constraints.model_copy(
             update={
                 "require": sorted({*task.constraints.require, *team.constraints.require}),
                 "forbid": sorted({*task.constraints.forbid, *team.constraints.forbid}),
             }
         )
-        key = merged.model_dump_json()
+        key = merged.model_dump_json() + (incumbent.content_hash() if incumbent is not None else "")
         if key not in caches:
-            caches[key] = EvaluationCache(TaskEvaluations(evaluator, task, eval_config, constraints=merged))
+            service = TaskEvaluations(evaluator, task, eval_config, constraints=merged, baseline=incumbent)
+            caches[key] = EvaluationCache(service)
         return caches[key]
 
     supervisor_llm = None

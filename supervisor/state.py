@@ -35,6 +35,7 @@ from evoteam.supervisor.events import (
     RoundStarted,
     RunFinished,
     RunStarted,
+    StartEvaluated,
     Submitted,
     TeamChanged,
     TokensSpent,
@@ -74,7 +75,13 @@ class RunState(BaseModel):
     tokens: dict[tuple[str, str], Usage] = Field(default_factory=dict)
     round_tokens: dict[int, int] = Field(default_factory=dict)
     """Tokens spent while each round was the last one started (its agents and the decision after it)."""
+    start: CandidateRecord | None = None
+    """The start kernel's record against the task's baseline (``r00-start``)."""
+    start_solution: dict[str, Any] | None = None
+    """The start kernel, the incumbent every candidate is timed against."""
     best: str | None = None
+    """The candidate significantly faster than the start (its interval above 1 + the minimum effect) with the
+    highest geomean; None: no improvement over the start."""
     best_speedup: float | None = None
     profiled_rounds: set[int] = Field(default_factory=set)
     knowledge_rounds: set[int] = Field(default_factory=set)
@@ -141,6 +148,8 @@ def apply(state: RunState, event: Event) -> None:
             state.config, state.team = config, initial_team(config.mode)
         case BaseCommitted(sha=sha):
             state.base = sha
+        case StartEvaluated(solution=solution, record=record):
+            state.start_solution, state.start = solution, record
         case RoundStarted(round=number, team=team):
             state.rounds_started.append(number)
             state.round_teams[number] = state.team = team

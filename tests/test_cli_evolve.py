@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import SCALE_ADD_TOML, cli_env, evoteam, git, scale_add_repo
+from conftest import KERNELS, SCALE_ADD_TOML, cli_env, evoteam, git, run_seed, scale_add_repo
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +106,7 @@ def test_a_second_evolve_on_a_running_kernel_is_refused(repo: Path) -> None:
     assert second.returncode == 2 and "being evolved by run someone-else" in second.stderr
 
 
-KILL_SEED = int(os.environ.get("EVOTEAM_KILL_SEED", random.randrange(1_000_000)))
+KILL_SEED = run_seed("EVOTEAM_KILL_SEED")
 """Kill points are random on each run (one early, one mid-run, one late); the seed is in the test ids."""
 _kills = random.Random(KILL_SEED)
 KILL_DELAYS = [round(_kills.uniform(low, high), 2) for low, high in ((2.0, 4.0), (4.0, 6.5), (6.5, 9.0))]
@@ -208,7 +208,9 @@ def test_detach_starts_the_run_in_the_background_and_returns_its_id(repo: Path) 
 
 
 def test_export_writes_the_winner_and_fresh_traces_for_flashinfer_bench(repo: Path) -> None:
-    done = evoteam(repo, "evolve", "scale_add", "--rounds", "1", "--team", "single", "--llm", "offline")
+    done = evoteam(
+        repo, "evolve", "scale_add", "--rounds", "1", "--team", "single", "--llm", "offline", "--evaluations", "2"
+    )
     assert done.returncode == 0, done.stderr
     run = evoteam(repo, "runs").stdout.split("\t")[0]
     shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
@@ -242,7 +244,9 @@ def test_export_writes_the_winner_and_fresh_traces_for_flashinfer_bench(repo: Pa
 
 
 def test_a_moved_repository_keeps_its_runs_usable(repo: Path) -> None:
-    done = evoteam(repo, "evolve", "scale_add", "--rounds", "1", "--team", "single", "--llm", "offline")
+    done = evoteam(
+        repo, "evolve", "scale_add", "--rounds", "1", "--team", "single", "--llm", "offline", "--evaluations", "2"
+    )
     assert done.returncode == 0, done.stderr
     run = evoteam(repo, "runs").stdout.split("\t")[0]
     moved = repo.parent / "moved"
@@ -253,3 +257,30 @@ def test_a_moved_repository_keeps_its_runs_usable(repo: Path) -> None:
     sha = next(c["sha"] for c in best["candidates"] if c["id"] == best["best"])
     assert (moved / "kernel.cpp").read_text() == git(moved, "show", f"{sha}:kernel.cpp")
     assert evoteam(moved, "resume", run).returncode == 0
+
+
+def test_a_run_without_a_significant_improvement_has_no_best_and_accept_says_so(tmp_path: Path) -> None:
+    repo = scale_add_repo(tmp_path / "repo", SCALE_ADD_TOML.replace("knobs = { PASSES = [1, 8] }", ""))
+    # its BLOCK knob makes candidates that are all about as fast as the start
+    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", repo / "kernel.cpp")
+    git(repo, "commit", "-q", "-am", "a kernel with nothing to gain")
+    done = evoteam(repo, "evolve", "kernel.cpp", "--rounds", "1", "--llm", "offline", "--evaluations", "2")
+    assert done.returncode == 0, done.stderr
+    run = evoteam(repo, "runs").stdout.split("\t")[0]
+    shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
+    assert shown["start"]["id"] == "r00-start" and shown["start"]["status"] == "PASSED"
+    for c in shown["candidates"]:
+        if c["record"] and c["record"]["status"] == "PASSED":
+            lo, hi = c["ci_vs_start"]
+            assert lo <= c["speedup_vs_start"] <= hi
+    significant = [c for c in shown["candidates"] if c["ci_vs_start"] and c["ci_vs_start"][0] > 1.02]
+    if significant:  # a lucky draw of noise on a busy machine: then the best is one of them
+        assert shown["best"] in {c["id"] for c in significant}
+        return
+    assert shown["best"] is None
+    assert "no improvement over the start" in evoteam(repo, "show", run).stdout
+    refused = evoteam(repo, "accept", run)
+    assert refused.returncode == 1 and "no improvement over the start" in refused.stderr
+    named = next(c["id"] for c in shown["candidates"] if c["sha"])
+    forced = evoteam(repo, "accept", run, "--candidate", named, "--force")
+    assert forced.returncode == 0 and "not significantly faster than the start" in forced.stderr

@@ -24,7 +24,7 @@ from conftest import KERNELS, git, init_repo, kernel_solution, quick_config, ref
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
-from evoteam.gpu_bench.schema import Definition, Workload
+from evoteam.gpu_bench.schema import Definition, Solution, Workload
 from evoteam.gpu_bench.schema import EvaluationStatus as S
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
 from evoteam.roles.agent_api import AgentContext, AgentReport
@@ -185,7 +185,7 @@ def test_each_fault_gets_a_status_and_the_evaluator_survives_it(
     reasons = [w.reason for w in result.workloads if w.status != S.PASSED]
     logs = "".join(t.evaluation.log for t in result.traces if t.evaluation is not None)
     honest = evaluate(fault_runner, definition, workloads[:1], "honest.cpp", quick_config())
-    daemons = wait_gone(f"evoteam-fault-{faults.token}", seconds=2.0)
+    daemons = wait_gone(f"evoteam-fault-{faults.token}", seconds=30.0)  # gone at once, unless they escaped
     escaped = [
         p for p in (faults.outside, faults.home, Path("/tmp")) if (p / f"evoteam-escaped-{faults.token}").exists()
     ]
@@ -260,11 +260,12 @@ def test_a_run_whose_agent_submits_every_fault_finishes_with_a_status_for_each(f
     runner = LocalRunner(cache_root=tmp_path / "cache", memory_limit_mb=4096)
     caches: dict[str, EvaluationCache] = {}
 
-    def evaluations(team: Team) -> EvaluationCache:
-        key = team.constraints.model_dump_json()
+    def evaluations(team: Team, incumbent: Solution | None) -> EvaluationCache:
+        key = team.constraints.model_dump_json() + (incumbent.content_hash() if incumbent else "")
         if key not in caches:
             evaluator = Evaluator(runner)
-            caches[key] = EvaluationCache(TaskEvaluations(evaluator, task, _timeout(), workloads=small))
+            service = TaskEvaluations(evaluator, task, _timeout(), workloads=small, baseline=incumbent)
+            caches[key] = EvaluationCache(service)
         return caches[key]
 
     agents = lambda role, round_number, index, sink, stop: (  # noqa: E731

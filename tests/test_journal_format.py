@@ -30,6 +30,7 @@ from evoteam.supervisor.events import (
     RoundStarted,
     RunFinished,
     RunStarted,
+    StartEvaluated,
     Submitted,
     TeamChanged,
     TokensSpent,
@@ -70,6 +71,7 @@ def one_round() -> list[Event]:
     return [
         RunStarted(config=CONFIG),
         BaseCommitted(sha="0" * 40),
+        StartEvaluated(solution=solution, record=record("r00-start", 1.0).model_copy(update={"round": 0})),
         RoundStarted(round=1, team=TEAM),
         AgentStep.of(1, step),
         TokensSpent(role="Optimizer", agent="optimizer-0", model="m", usage=Usage(input_tokens=10, output_tokens=5)),
@@ -166,13 +168,14 @@ def test_the_state_folded_event_by_event_is_the_replays_and_earlier_copies_stay_
         copies.append(state.thawed())
         apply(state, event)
     assert state == fold(events)
-    assert copies[6].candidates.keys() == {"r01-optimizer-0-a"} and copies[6].round_tokens == {1: 15}
-    assert all(c.record is None for c in copies[9].candidates.values())  # evaluated later, not in the copy
+    assert copies[7].candidates.keys() == {"r01-optimizer-0-a"} and copies[7].round_tokens == {1: 15}
+    assert all(c.record is None for c in copies[10].candidates.values())  # evaluated later, not in the copy
     assert state.round_teams == {1: TEAM} and state.team == Team(roles=["Optimizer", "Reviewer", "Debugger"])
     assert state.refused(1) is False and state.vetoed(1) is False and state.profiled_rounds == {1}
     [finished] = state.rounds_finished
     assert all(r is state.candidates[r.id].record for r in finished.candidates)  # one object per record
     assert state.finished == "rounds" and state.best == "r01-optimizer-0-a" and state.spent == 15
+    assert state.start is not None and state.start.id == "r00-start" and state.start_solution is not None
 
 
 def test_an_event_that_does_not_fit_the_run_is_an_error_and_changes_nothing() -> None:

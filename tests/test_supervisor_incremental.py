@@ -78,7 +78,7 @@ class Fixture:
     def supervisor(self) -> Supervisor:
         cache = EvaluationCache(self.evaluations)
 
-        def evaluations(team: Team) -> EvaluationCache:
+        def evaluations(team: Team, incumbent: Solution | None) -> EvaluationCache:
             return cache
 
         services = RunServices(task=self.task, evaluations=evaluations, agents=agents, reporter=self.reporter)

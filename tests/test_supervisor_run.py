@@ -11,6 +11,7 @@ import pytest
 
 from conftest import KERNELS, git, init_repo, quick_config, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.schema import Solution
 from evoteam.gpu_bench.task import KernelTask
 from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
@@ -54,10 +55,10 @@ def snapshot(repo: Path) -> dict[str, str]:
 def services(task: KernelTask, evaluator: Evaluator, evaluations: int = 3) -> RunServices:
     caches: dict[str, EvaluationCache] = {}
 
-    def evaluations_for(team: Team) -> EvaluationCache:
-        key = team.constraints.model_dump_json()
+    def evaluations_for(team: Team, incumbent: Solution | None) -> EvaluationCache:
+        key = team.constraints.model_dump_json() + (incumbent.content_hash() if incumbent else "")
         if key not in caches:
-            caches[key] = EvaluationCache(TaskEvaluations(evaluator, task, quick_config()))
+            caches[key] = EvaluationCache(TaskEvaluations(evaluator, task, quick_config(), baseline=incumbent))
         return caches[key]
 
     return RunServices(
@@ -86,7 +87,13 @@ def test_an_offline_evolving_run_commits_every_candidate_once_and_leaves_the_tre
         assert candidate.record is not None and commit.trailers["Evoteam-Status"] == candidate.record.status.value
     base = store.ref("evoteam/run-a/base")
     assert base is not None and b"an uncommitted edit" in store.read(base, "kernel.cpp")
-    assert state.best is not None and store.ref("evoteam/run-a/best") == state.candidates[state.best].sha
+    assert state.start is not None and state.start.id == "r00-start"  # the incumbent, evaluated once
+    if state.best is not None:  # only a candidate significantly faster than the start is the best
+        assert store.ref("evoteam/run-a/best") == state.candidates[state.best].sha
+        record = state.candidates[state.best].record
+        assert record is not None and record.geomean_ci is not None and record.geomean_ci[0] > 1.02
+    else:  # honest.cpp is already as fast as it gets: no improvement over the start, no best branch
+        assert store.ref("evoteam/run-a/best") is None
     assert len(state.decisions) == 2 and all(d.rationale for d in state.decisions)
     finished = [e for e in supervisor.journal.events() if isinstance(e, AgentFinished)]
     assert {e.role for e in finished} >= {"Optimizer", "Profiling Scientist"}

@@ -52,12 +52,14 @@ class TaskEvaluations:
         config: EvalConfig | None = None,
         workloads: list[Workload] | None = None,
         constraints: Constraints | None = None,
+        baseline: Solution | None = None,
     ) -> None:
         self.task = task
         self.constraints = constraints if constraints is not None else task.constraints
         self.definition: Definition = task.load_definition()
         self.workloads = workloads if workloads is not None else task.load_workloads()
-        self.baseline = task.baseline_solution(self.definition)
+        self.baseline = baseline if baseline is not None else task.baseline_solution(self.definition)
+        """What candidates are timed against: the run's incumbent (its start kernel), else the task's baseline."""
         self.config = config or EvalConfig(atol=task.tolerance.atol, rtol=task.tolerance.rtol)
         self._evaluator = evaluator
         self._lock = threading.Lock()
