@@ -25,6 +25,7 @@ from evoteam.gpu_bench.schema import (
     EvaluationStatus,
     Language,
     Performance,
+    SafetensorsInput,
     Solution,
     Trace,
     Workload,
@@ -212,7 +213,7 @@ def _workload_result(run: WorkloadRun, base: WorkloadRun | None) -> WorkloadResu
             speedup=paired.ratio,
             ci=paired.ci,
             pairs=paired.pairs,
-            flags=workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus),
+            flags=workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus) + _fixed(run.workload),
         )
     if o.status == EvaluationStatus.PASSED and o.timing is not None and base_timing is not None:
         speedup = base_timing.median_ms / o.timing.median_ms if o.timing.median_ms > 0 else 0.0
@@ -224,8 +225,14 @@ def _workload_result(run: WorkloadRun, base: WorkloadRun | None) -> WorkloadResu
         timing=o.timing,
         baseline_timing=base_timing,
         speedup=speedup,
-        flags=workload_flags(speedup, None),
+        flags=workload_flags(speedup, None) + _fixed(run.workload),
     )
+
+
+def _fixed(workload: Workload) -> list[str]:
+    """``fixed-inputs`` when some input comes from a blob: the same values every time (a candidate could have
+    answers for them), where random inputs are fresh per trial."""
+    return ["fixed-inputs"] if any(isinstance(s, SafetensorsInput) for s in workload.inputs.values()) else []
 
 
 def _trace_of(

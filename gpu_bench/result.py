@@ -26,7 +26,8 @@ class WorkloadResult(BaseModel):
     """Pairs the paired timing sampled."""
     flags: list[str] = Field(default_factory=list)
     """Why not to trust ``speedup`` as it stands: ``noise`` (the interval does not support the effect claimed),
-    ``excessive`` (over ``EXCESSIVE_SPEEDUP``x), ``contended`` (more runnable tasks than CPUs while timing)."""
+    ``excessive`` (over ``EXCESSIVE_SPEEDUP``x), ``contended`` (more runnable tasks than CPUs while timing),
+    ``fixed-inputs`` (some inputs are a dataset's fixed values, not fresh random ones)."""
 
 
 MIN_EFFECT = 0.02

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import save_file
 
@@ -13,6 +14,8 @@ from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import EvaluationStatus, SafetensorsInput, ScalarInput, Workload
 from evoteam.gpu_bench.task import load_definition
 from evoteam.gpu_bench.verify.reference import reference_solution
+
+pytestmark = pytest.mark.integration
 
 
 def test_scalar_input_is_passed_by_value_to_the_c_abi(evaluator: Evaluator) -> None:
@@ -43,6 +46,7 @@ def test_safetensors_inputs_are_read_from_the_blob_root(evaluator: Evaluator, tm
         definition, [workload], kernel_solution("honest.cpp"), reference_solution(definition), quick_config(), tmp_path
     )
     assert result.status == EvaluationStatus.PASSED
+    assert "fixed-inputs" in result.workloads[0].flags  # the same values every time: flagged
     wrong = kernel_solution("partial_write.cpp")
     failed = evaluator.evaluate(definition, [workload], wrong, reference_solution(definition), quick_config(), tmp_path)
     assert failed.status == EvaluationStatus.INCORRECT_NUMERICAL
