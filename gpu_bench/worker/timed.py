@@ -1,0 +1,212 @@
+"""The timed phase of one workload, after its correctness trials passed (``evaluate.py``); worker only.
+
+The kernel is timed on one set of buffers whose contents rotate over the last trials' inputs; before every
+timed call its outputs are poisoned, and the first timed call plus a random share of the others (drawn from
+the system's entropy) are verified outside the clock; after timing one more call on another content is
+checked. With an incumbent, the two are timed interleaved (``timing/paired.py``). On a GPU, timing holds the
+GPU's lock.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+
+import torch
+
+from evoteam.gpu_bench.bindings import Call, Kernel
+from evoteam.gpu_bench.bindings.device import CUDA, synchronize
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus
+from evoteam.gpu_bench.timing.cpu import time_call
+from evoteam.gpu_bench.timing.flush import buffer_flusher, operand_flusher
+from evoteam.gpu_bench.timing.gpu import (
+    TimingMismatch,
+    cross_check,
+    cuda_measure,
+    cuda_warm,
+    current_cuda_device,
+    time_cuda_call,
+)
+from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
+from evoteam.gpu_bench.timing.paired import cpu_measure, time_pair
+from evoteam.gpu_bench.timing.statistics import PairedStats, TimingStats
+from evoteam.gpu_bench.verify.compare import Mismatch
+from evoteam.gpu_bench.verify.inputs import Value
+from evoteam.gpu_bench.worker.evaluate import (
+    EvalConfig,
+    Trial,
+    WorkloadOutcome,
+    changed_input,
+    check_outputs,
+    failure,
+    fill_sentinel,
+    nan_outputs,
+    refill,
+)
+
+CHECK_FRACTION = 0.125
+"""Share of timed calls (drawn at random, the first always) whose outputs are verified, outside the clock."""
+
+
+class TimedCallMismatch(RuntimeError):
+    """A timed call, drawn for verification, produced outputs that differ from the reference."""
+
+
+def time_workload(
+    kernel: Kernel,
+    definition: Definition,
+    axes: dict[str, int],
+    contents: list[Trial],
+    config: EvalConfig,
+    passed: WorkloadOutcome,
+    incumbent: Kernel | None = None,
+) -> WorkloadOutcome:
+    """Times the kernel on one set of buffers whose contents rotate over the last three trials' inputs; the
+    outputs are poisoned before every timed call and a random share of timed calls is verified."""
+    if any(not isinstance(v, torch.Tensor) and v != contents[0].pristine[k] for k, v in contents[-1].pristine.items()):
+        contents = contents[-1:]  # scalars are bound by value: rotating tensors alone would mismatch them
+    buffers = contents[-1].inputs
+    outputs = nan_outputs(definition, axes, kernel.device)
+    call = kernel.bind(buffers, outputs, axes)
+    returned: list[object] = []
+    last_content = [len(contents) - 1]
+    pending: list[tuple[int, int]] = []  # (sample, content) of a timed call whose outputs are to be verified
+    draw = random.SystemRandom()  # not seeded: a candidate cannot predict which timed calls are checked
+
+    def verify_pending() -> None:
+        if pending:
+            sample, content = pending.pop()
+            synchronize(kernel.device)
+            produced: object = returned[0] if returned else outputs
+            checked = check_outputs(definition, produced, contents[content].expected, axes, config)
+            if isinstance(checked, Mismatch):
+                raise TimedCallMismatch(f"timed call {sample + 1}: {checked.reason}")
+
+    def before_sample(i: int) -> None:
+        """Outside the timed region: verify the previous call if it was drawn, rotate the inputs, poison the
+        outputs (every timed call must write them), and draw whether this call is verified."""
+        verify_pending()
+        if config.rotate_inputs and len(contents) > 1:
+            last_content[0] = i % len(contents)
+            refill(buffers, contents[last_content[0]].pristine)
+        if kernel.destination_passing:
+            fill_sentinel(outputs)
+        if i == 0 or draw.random() < CHECK_FRACTION:
+            pending.append((i, last_content[0]))
+
+    def timed() -> None:
+        result = call()
+        if not kernel.destination_passing:
+            returned[:] = [result]
+
+    paired: PairedStats | None = None
+    try:
+        if incumbent is not None:
+            incumbent_outputs = nan_outputs(definition, axes, kernel.device)
+            incumbent_call = incumbent.bind(buffers, incumbent_outputs, axes)
+            paired = _time_paired(
+                incumbent_call,
+                timed,
+                kernel.device,
+                config,
+                before_sample,
+                buffers,
+                {**outputs, **_prefixed(incumbent_outputs)},
+            )
+            stats = paired.candidate
+        elif kernel.device == CUDA:
+            stats = _time_on_gpu(timed, config, before_sample)
+        else:
+            stats = time_call(timed, config.timing, before_sample, flush=_cpu_flush(config, buffers, outputs))
+        verify_pending()
+        # One more call on the other content (or the same, if not rotating), into NaN-filled outputs and
+        # on the same addresses as the timed calls: a kernel that skips work once it is timed fails here.
+        trial = contents[(last_content[0] + 1) % len(contents)]
+        refill(buffers, trial.pristine)
+        fill_sentinel(outputs)
+        timed()
+        synchronize(kernel.device)
+    except TimingMismatch as exc:
+        return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"while timing: {exc}")
+    except TimedCallMismatch as exc:
+        reason = (
+            f"the outputs of a timed call differ from the reference (the kernel behaves differently when timed): {exc}"
+        )
+        return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=reason)
+    except GpuLockTimeout as exc:
+        return WorkloadOutcome(status=EvaluationStatus.TIMEOUT, reason=str(exc))
+    except Exception as exc:
+        return failure(kernel, exc, "while timing: ")
+    changed = changed_input(buffers, trial.pristine)
+    if changed:
+        return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"input {changed!r} was modified while timed")
+    produced: object = returned[0] if returned else outputs
+    checked = check_outputs(definition, produced, trial.expected, axes, config)
+    if isinstance(checked, Mismatch):
+        return WorkloadOutcome(
+            status=EvaluationStatus.REJECTED,
+            reason=f"outputs after timing differ from the reference (the kernel behaves differently when timed): "
+            f"{checked.reason}",
+        )
+    return passed.model_copy(update={"timing": stats, "paired": paired})
+
+
+def _time_paired(
+    incumbent: Call,
+    candidate: Call,
+    device: str,
+    config: EvalConfig,
+    before_pair: Callable[[int], None],
+    buffers: Mapping[str, Value],
+    outputs: Mapping[str, torch.Tensor],
+) -> PairedStats:
+    """The incumbent and the candidate interleaved (``timing/paired.py``); on a GPU under its lock, with
+    CUDA events, and the candidate's wall-clock cross-check afterwards."""
+    if device != CUDA:
+        flush = _cpu_flush(config, buffers, outputs) or _buffer_flush(config)
+        return time_pair(incumbent, candidate, config.timing, cpu_measure(flush), _call_once, before_pair)
+    gpu = current_cuda_device()
+    with gpu_lock(device_key(gpu.index), wait_s=config.timeout_s):
+        measure = cuda_measure(gpu, config.timing.flush_cache)
+        paired = time_pair(incumbent, candidate, config.timing, measure, cuda_warm(gpu), before_pair)
+        wall = cross_check(candidate, gpu, paired.candidate.median_ms)
+    own = {"clock": "cuda_events", "sm_clock_mhz": gpu.sm_clock_mhz()}
+    flushed = {"flush_bytes": gpu.flush_bytes if config.timing.flush_cache else None}
+    return paired.model_copy(
+        update={
+            "candidate": paired.candidate.model_copy(update={**own, **flushed, "wall_per_call_ms": wall}),
+            "incumbent": paired.incumbent.model_copy(update={**own, **flushed}),
+        }
+    )
+
+
+def _call_once(call: Callable[[], object]) -> None:
+    call()
+
+
+def _buffer_flush(config: EvalConfig) -> Callable[[], None]:
+    return buffer_flusher() if config.timing.flush_cache else _no_flush
+
+
+def _no_flush() -> None:
+    return None
+
+
+def _prefixed(outputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {f"incumbent.{name}": tensor for name, tensor in outputs.items()}
+
+
+def _cpu_flush(
+    config: EvalConfig, buffers: Mapping[str, Value], outputs: Mapping[str, torch.Tensor]
+) -> Callable[[], None] | None:
+    if config.timing.flush_cache and config.timing.flush_method == "operands":
+        tensors = [v for v in buffers.values() if isinstance(v, torch.Tensor)] + list(outputs.values())
+        return operand_flusher(tensors)
+    return None
+
+
+def _time_on_gpu(timed: Call, config: EvalConfig, before_sample: Callable[[int], None]) -> TimingStats:
+    """CUDA-event timing while holding this GPU's lock: two workers never time on one GPU at once."""
+    device = current_cuda_device()
+    with gpu_lock(device_key(device.index), wait_s=config.timeout_s):
+        return time_cuda_call(timed, config.timing, device, before_sample)
