@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import random
 import shutil
 import subprocess
 import sys
@@ -12,19 +15,39 @@ import pytest
 import torch
 
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.evaluate import EvalConfig
-from evoteam.gpu_bench.reference import reference_solution
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Definition, Language, Solution, SourceFile, Workload
 from evoteam.gpu_bench.task import KernelTask, load_definition, load_workloads
-from evoteam.gpu_bench.timing import TimingConfig
+from evoteam.gpu_bench.timing.statistics import TimingConfig
+from evoteam.gpu_bench.verify.reference import reference_solution
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
 TESTS = Path(__file__).parent
 DATA = TESTS / "data"
 KERNELS = TESTS / "kernels"
 REPO = TESTS.parent
 SHARED_DATA = REPO.parent / "shared" / "data" / "flashinfer-trace"
+
+# The test tiers: one tier marker per test, and the unit tier's guard (tests/tiers.py, docs/testing.md).
+pytest_plugins = ["tiers"]
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """The ini options of the dev plugins (pyproject.toml sets them) stay known where a plugin is not installed
+    (a base install plus pytest): pytest would warn about them, and warnings are errors here."""
+    for plugin, names in (
+        ("asyncio", ("asyncio_mode", "asyncio_default_fixture_loop_scope")),
+        ("timeout", ("timeout",)),
+    ):
+        if not pluginmanager.has_plugin(plugin):
+            for name in names:
+                parser.addini(name, f"used by pytest-{plugin}, which is not installed here")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.has_plugin("timeout"):  # the marker stays known (--strict-markers) without it
+        config.addinivalue_line("markers", "timeout(seconds): pytest-timeout's limit (not installed here: none)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -35,6 +58,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def run_seed(env: str) -> int:
+    """A seed that is new on each run but the same in every pytest-xdist worker of one run (test ids that carry it
+    must match across workers); the variable ``env`` repeats a given one."""
+    if value := os.environ.get(env):
+        return int(value)
+    if shared := os.environ.get("PYTEST_XDIST_TESTRUNUID"):
+        return int(hashlib.sha256(shared.encode()).hexdigest(), 16) % 1_000_000
+    return random.randrange(1_000_000)
 
 
 QUICK_TIMING = TimingConfig(warmup_s=0.002, min_samples=5, max_samples=20, max_time_s=0.05, flush_cache=False)
@@ -153,15 +186,17 @@ entry = "scale_add"
 definition = "scale_add.json"
 workloads = "scale_add.jsonl"
 flags = ["-O2"]
+knobs = { PASSES = [1, 8] }
 """
-"""The ``evoteam.toml`` of ``scale_add_repo``: one CPU kernel task, ``kernel.cpp`` with entry ``scale_add``."""
+"""The ``evoteam.toml`` of ``scale_add_repo``: one CPU kernel task, ``kernel.cpp`` with entry ``scale_add``, whose
+knob ``PASSES`` the offline team tunes (from the slow start's 8 to 1: a significant improvement)."""
 CLI_PATH = "/usr/bin:/bin:/usr/local/bin"
 
 
 def scale_add_repo(root: Path, toml: str = SCALE_ADD_TOML) -> Path:
-    """A committed git repository with the tunable scale_add kernel as ``kernel.cpp`` and its task files."""
+    """A committed git repository with the slow scale_add kernel as ``kernel.cpp`` and its task files."""
     init_repo(root)
-    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", root / "kernel.cpp")
+    shutil.copyfile(KERNELS / "slow_scale_add.cpp", root / "kernel.cpp")
     for name in ("scale_add.json", "scale_add.jsonl"):
         shutil.copyfile(DATA / name, root / name)
     (root / "evoteam.toml").write_text(toml)

@@ -10,12 +10,15 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pytest
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from conftest import cli_env, evoteam, scale_add_repo
+
+if TYPE_CHECKING:
+    from pytest_lsp import LanguageClient
 
 sample_repo = scale_add_repo
 server_env = cli_env
@@ -67,8 +70,9 @@ async def lsp_session(
     env: dict[str, str] | None = None,
 ) -> AsyncIterator[LanguageClient]:
     """An initialized session with ``evoteam serve`` (or ``command``) on ``root``, ``env`` added to its
-    environment; shut down at the end."""
-    config = ClientServerConfig(
+    environment; shut down at the end. Skips the test where pytest-lsp (a dev tool) is not installed."""
+    pytest_lsp = pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed (pip install -e .[dev])")
+    config = pytest_lsp.ClientServerConfig(
         server_command=list(command or [sys.executable, "-m", "evoteam.cli.main", "serve"]),
         server_env={**server_env(root), **(env or {})},
     )
@@ -77,7 +81,7 @@ async def lsp_session(
         client.set_configuration(settings, section="evoteam")
     await client.initialize_session(
         lsp.InitializeParams(
-            capabilities=client_capabilities(capabilities),
+            capabilities=pytest_lsp.client_capabilities(capabilities),
             root_uri=root.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
             initialization_options=initialization_options,

@@ -23,6 +23,8 @@ from evoteam.roles.tools.candidate import seed_workspace
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
 
+pytestmark = pytest.mark.integration
+
 FASTER = """#include <cstdint>
 extern "C" int scale_add(const float* __restrict x, const float* __restrict y, float* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] + x[i] + y[i];

@@ -28,6 +28,8 @@ from evoteam.roles.backends.settings import AnthropicSettings
 from evoteam.roles.budget import TokenBudget
 from evoteam.roles.llm import Message, Request, TextBlock, Usage
 
+pytestmark = pytest.mark.integration
+
 KEY = "sk-ant-test-agent-loop-0123456789"
 MODEL = "claude-sonnet-4-5"  # priced in the default table, so accounts carry dollars
 EPHEMERAL = {"type": "ephemeral"}

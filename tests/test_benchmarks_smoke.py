@@ -15,6 +15,8 @@ from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.timing.statistics import TimingConfig
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("kernel_tuner", reason="kernel-tuner is not installed")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "evaluator_vs_kernel_tuner.py"
@@ -70,7 +72,7 @@ def test_kernel_tuner_measures_the_kernel_and_its_output_is_right(bench: ModuleT
 def test_call_overhead_is_positive_and_small(bench: ModuleType, tmp_path: Path) -> None:
     ours = bench.load_ours(size=1)
     us = bench.call_overhead_us(ours.definition, 1, ["-O3"], tmp_path)
-    assert 0 < us < 1000
+    assert 0 < us < 1e6  # microseconds per call: a second would be a unit mistake, not a busy machine
 
 
 def test_statistics(bench: ModuleType) -> None:

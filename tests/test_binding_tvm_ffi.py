@@ -17,6 +17,8 @@ from evoteam.gpu_bench.task import KernelTask, find_task
 from evoteam.gpu_bench.timing.statistics import TimingConfig
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
+pytestmark = pytest.mark.integration
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rmsnorm"
 EXPORT = "TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm, rmsnorm);"
 QUICK = EvalConfig(timing=TimingConfig(max_time_s=0.05, warmup_s=0.005, max_samples=20))

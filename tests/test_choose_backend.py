@@ -11,6 +11,8 @@ from evoteam.roles.agent import LoopAgent
 from evoteam.roles.backends.choose import BackendError, choose_backend, make_agent
 from evoteam.roles.offline.agent import OfflineTunerAgent
 
+pytestmark = pytest.mark.unit
+
 TASK = scale_add_task("tunable_scale_add.cpp", knobs={"BLOCK": [64, 256]})
 
 

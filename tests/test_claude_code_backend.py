@@ -10,8 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import claude_agent_sdk
 import pytest
+
+pytest.importorskip("claude_agent_sdk", reason="claude-agent-sdk is not installed (pip install -e .[claude-code])")
+
+import claude_agent_sdk
 from pydantic import BaseModel
 
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Language, Solution, SourceFile
@@ -220,6 +223,7 @@ def tool_results(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # --- sessions through the CLI --------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @needs_cli
 def test_a_session_uses_evoteam_tools_and_is_charged_what_the_server_reported(rig: Rig) -> None:
     budget = TokenBudget(10_000_000)
@@ -263,6 +267,7 @@ def test_a_session_uses_evoteam_tools_and_is_charged_what_the_server_reported(ri
     assert report.turns >= 4
 
 
+@pytest.mark.integration
 def test_an_exhausted_budget_starts_no_session(rig: Rig) -> None:
     budget = TokenBudget(100)
     budget.charge(Usage(input_tokens=100), "Supervisor", "s", "claude-sonnet-4-5")
@@ -273,6 +278,7 @@ def test_an_exhausted_budget_starts_no_session(rig: Rig) -> None:
     assert budget.spent == 100
 
 
+@pytest.mark.integration
 @needs_cli
 def test_the_session_is_interrupted_when_the_budget_runs_out(rig: Rig) -> None:
     budget = TokenBudget(2_000)  # the CLI's own system prompt alone is more than this
@@ -287,6 +293,7 @@ def test_the_session_is_interrupted_when_the_budget_runs_out(rig: Rig) -> None:
     assert 1 <= report.usage.output_tokens <= full.output_tokens
 
 
+@pytest.mark.integration
 @needs_cli
 def test_paths_outside_the_workspace_and_the_shell_are_refused(rig: Rig) -> None:
     outside = rig.tmp / "outside"
@@ -313,6 +320,7 @@ def test_paths_outside_the_workspace_and_the_shell_are_refused(rig: Rig) -> None
     assert len(refused) == 5 and all("outside the workspace" in r for r in refused)
 
 
+@pytest.mark.integration
 @needs_cli
 def test_a_long_tool_result_reaches_the_model_whole(rig: Rig) -> None:
     class Long(NoteTool):
@@ -326,6 +334,7 @@ def test_a_long_tool_result_reaches_the_model_whole(rig: Rig) -> None:
     assert "x" * 100_000 + "THE-END" in str(result["content"])
 
 
+@pytest.mark.integration
 @needs_cli
 def test_max_turns_ends_the_session(rig: Rig) -> None:
     steps = [call(mcp_name("write_note"), text=f"note {i}") for i in range(6)]
@@ -334,6 +343,7 @@ def test_max_turns_ends_the_session(rig: Rig) -> None:
     assert len(rig.notes.notes) == 2
 
 
+@pytest.mark.integration
 @needs_cli
 def test_an_api_key_the_server_refuses_is_an_llm_error_without_the_key(rig: Rig) -> None:
     wrong = "sk-wrong-0a1b2c3d4e5f"
@@ -344,6 +354,7 @@ def test_an_api_key_the_server_refuses_is_an_llm_error_without_the_key(rig: Rig)
     assert report.usage == Usage()
 
 
+@pytest.mark.integration
 @needs_cli
 def test_a_tool_that_raises_ends_the_session_and_is_raised_after_it(rig: Rig) -> None:
     class Lost(NoteTool):
@@ -358,6 +369,7 @@ def test_a_tool_that_raises_ends_the_session_and_is_raised_after_it(rig: Rig) ->
     assert budget.spent == reported(rig.cache, rig.script).total > 0
 
 
+@pytest.mark.integration
 @needs_cli
 def test_a_session_past_its_time_limit_is_an_llm_error(rig: Rig) -> None:
     rig.script.steps = [say("late").model_copy(update={"delay_s": 60.0})]
@@ -365,9 +377,10 @@ def test_a_session_past_its_time_limit_is_an_llm_error(rig: Rig) -> None:
     report = ClaudeCodeAgent(rig.settings(timeout_s=3.0)).run(rig.context(TokenBudget(10_000_000)))
     assert report.stop == "llm_error"
     assert report.error is not None and "3 s limit" in report.error
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 60  # ended by the limit, not by the reply (60 s late)
 
 
+@pytest.mark.integration
 def test_a_missing_cli_is_an_llm_error(rig: Rig) -> None:
     report = ClaudeCodeAgent(rig.settings(cli_path=rig.tmp / "no-such-cli")).run(rig.context(TokenBudget(1000)))
     assert report.stop == "llm_error"
@@ -375,6 +388,7 @@ def test_a_missing_cli_is_an_llm_error(rig: Rig) -> None:
     assert rig.server.requests == []
 
 
+@pytest.mark.integration
 def test_a_crashing_cli_is_an_llm_error_with_its_stderr_scrubbed(rig: Rig) -> None:
     fake_cli = rig.tmp / "crashing-cli"
     fake_cli.write_text(f"#!/bin/sh\necho 'fatal: cannot start, key is {KEY}' >&2\nexit 3\n")
@@ -388,6 +402,7 @@ def test_a_crashing_cli_is_an_llm_error_with_its_stderr_scrubbed(rig: Rig) -> No
 # --- the pure parts ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_the_policy_allows_the_workspace_and_nothing_else(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     (root / "src").mkdir(parents=True)
@@ -417,12 +432,14 @@ def test_the_policy_allows_the_workspace_and_nothing_else(tmp_path: Path) -> Non
     assert all(policy.problem(t, i) for t, i in refused)
 
 
+@pytest.mark.unit
 def test_file_tools_follow_the_roles_own_file_tools() -> None:
     assert builtin_tools(["view", "compile"]) == ["Read", "Glob", "Grep"]
     assert builtin_tools(["view", "str_replace"]) == ["Read", "Glob", "Grep", "Write", "Edit"]
     assert builtin_tools(["evaluate"]) == []
 
 
+@pytest.mark.unit
 def test_the_meter_follows_calls_through_the_stream() -> None:
     meter = CallMeter()
     start = {
@@ -437,6 +454,7 @@ def test_the_meter_follows_calls_through_the_stream() -> None:
     assert meter.feed(start) is None and meter.close() is not None and meter.calls == 2 and meter.model == "m"
 
 
+@pytest.mark.unit
 def test_the_results_total_prefers_the_per_model_breakdown() -> None:
     usage = {"input_tokens": 3, "output_tokens": 4}
     per_model = {
@@ -452,6 +470,7 @@ def test_the_results_total_prefers_the_per_model_breakdown() -> None:
     )
 
 
+@pytest.mark.unit
 def test_the_prompt_has_mission_brief_and_task_once() -> None:
     task = TaskPrompt(
         kernel="scale_add",
@@ -473,6 +492,7 @@ def test_the_prompt_has_mission_brief_and_task_once() -> None:
     assert text == "Do Try AVX. for scale_add"
 
 
+@pytest.mark.unit
 def test_settings_never_show_the_key() -> None:
     settings = ClaudeCodeSettings(api_key=KEY, env={"OTHER_TOKEN": "tok-123456"})
     shown = repr(settings) + str(settings) + settings.model_dump_json()

@@ -12,6 +12,8 @@ import pytest
 from conftest import DATA, REPO, kernel_solution
 from evoteam.gpu_bench.schema import Solution, Trace
 
+pytestmark = pytest.mark.integration
+
 QUICK = ["--max-time", "0.05", "--flush", "none"]
 
 

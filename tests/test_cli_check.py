@@ -14,7 +14,7 @@ import pytest
 from conftest import DATA, TESTS
 from evoteam.gpu_bench.build.cuda.nvcc import find_cuobjdump, find_nvcc
 
-pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")]
 
 
 def check(*args: str | Path, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:

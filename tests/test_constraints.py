@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from evoteam.gpu_bench.build.cuda.constraints import Constraints, check
 from evoteam.gpu_bench.schema import KernelResources
+
+pytestmark = pytest.mark.unit
 
 PTX_WMMA = """
 .visible .entry tile_gemm(

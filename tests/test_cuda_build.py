@@ -30,7 +30,7 @@ from evoteam.gpu_bench.schema import (
 from evoteam.gpu_bench.timing.statistics import TimingStats
 from evoteam.gpu_bench.worker.evaluate import WorkloadOutcome
 
-pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")]
 needs_cuobjdump = pytest.mark.skipif(find_cuobjdump() is None, reason="cuobjdump is not installed")
 KERNELS = TESTS / "constraints"
 

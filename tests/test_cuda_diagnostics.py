@@ -62,7 +62,14 @@ class Compiler:
         return self.source.ptx(name)
 
 
-@pytest.fixture(scope="module", params=["recorded", pytest.param("live", marks=pytest.mark.slow)])
+# The tier comes with the compiler: recorded outputs are unit tests, the live compiler (nvcc) an integration one.
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("recorded", marks=pytest.mark.unit),
+        pytest.param("live", marks=[pytest.mark.slow, pytest.mark.integration]),
+    ],
+)
 def compiler(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Compiler:
     if request.param == "recorded":
         return Compiler(recordings.Recorded())
@@ -316,6 +323,7 @@ def test_good_kernels_have_no_diagnostics(compiler: Compiler, name: str) -> None
 # --- shapes that the recordings do not show (pure, on short texts) ---
 
 
+@pytest.mark.unit
 def test_catastrophic_error_and_standalone_remark() -> None:
     text = (
         'k.cu(3): catastrophic error: cannot open source file "missing.h"\n'
@@ -334,6 +342,7 @@ def test_catastrophic_error_and_standalone_remark() -> None:
     assert (remark.severity, remark.code, remark.column, remark.related) == (Severity.NOTE, "1234-D", 0, [])
 
 
+@pytest.mark.unit
 def test_include_chain_and_driver_messages() -> None:
     text = (
         "In file included from inc/a.h:2,\n"
@@ -352,11 +361,13 @@ def test_include_chain_and_driver_messages() -> None:
     assert (driver.file, driver.line, driver.severity, driver.tool) == ("", 0, Severity.WARNING, "host")
 
 
+@pytest.mark.unit
 def test_werror_flag_is_reported_as_the_warning_flag() -> None:
     d = only(parse_diagnostics("a.cpp:1:5: error: unused variable 'x' [-Werror=unused-variable]\n"))
     assert (d.code, d.message) == ("-Wunused-variable", "unused variable 'x'")
 
 
+@pytest.mark.unit
 def test_paths_outside_the_build_dir_stay_absolute() -> None:
     assert relative_path("/opt/cuda/include/cuda.h", "/b/work") == "/opt/cuda/include/cuda.h"
     assert relative_path("/b/build/x/k.cu", "/b/build/") == "x/k.cu"
@@ -364,6 +375,7 @@ def test_paths_outside_the_build_dir_stay_absolute() -> None:
     assert relative_path("k.cu", "/b/work") == "k.cu"
 
 
+@pytest.mark.unit
 def test_realign_column_falls_back_to_the_same_token() -> None:
     echo = "__attribute__((device)) int f(int a) { return g(a) + 1; }"
     real = "__device__ int f(int a) { return g(a) + 2; }"
@@ -371,6 +383,7 @@ def test_realign_column_falls_back_to_the_same_token() -> None:
     assert realign_column(echo, 5, None) == 5
 
 
+@pytest.mark.unit
 def test_ptx_mapping_stays_inside_the_function_and_skips_line_zero() -> None:
     ptx = "\n".join(
         [

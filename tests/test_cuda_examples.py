@@ -21,7 +21,7 @@ EXAMPLE = REPO / "examples" / "rmsnorm"
 NVCC = find_nvcc()
 CUDA_TASKS = ["rmsnorm_cuda_naive", "rmsnorm_cuda", "rmsnorm_pycuda"]
 
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")]
 
 
 def tasks() -> dict[str, KernelTask]:

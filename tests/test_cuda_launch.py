@@ -7,6 +7,7 @@ import io
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -398,8 +399,11 @@ class _Started(Exception):
 
 def _capture_popen(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     seen: dict[str, object] = {}
+    real_popen = client.subprocess.Popen
 
-    def fake_popen(cmd: list[str], **kwargs: object) -> None:
+    def fake_popen(cmd: list[str], **kwargs: Any) -> object:
+        if "env" not in kwargs:  # not the worker: the sandbox's probe (made once per process), say
+            return real_popen(cmd, **kwargs)
         seen["cmd"], seen["env"] = cmd, kwargs["env"]
         raise _Started
 

@@ -35,7 +35,14 @@ class Compiler:
         return parse_resources(self.source.output(name))
 
 
-@pytest.fixture(scope="module", params=["recorded", pytest.param("live", marks=pytest.mark.slow)])
+# The tier comes with the compiler: recorded outputs are unit tests, the live compiler (nvcc) an integration one.
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param("recorded", marks=pytest.mark.unit),
+        pytest.param("live", marks=[pytest.mark.slow, pytest.mark.integration]),
+    ],
+)
 def compiler(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Compiler:
     if request.param == "recorded":
         return Compiler(recordings.Recorded())
@@ -108,6 +115,7 @@ def test_failed_compiles_have_no_resources(compiler: Compiler) -> None:
 # --- other shapes ptxas prints across versions (short texts) ---
 
 
+@pytest.mark.unit
 def test_older_format_without_barriers_and_several_constant_banks() -> None:
     text = (
         "ptxas info    : Compiling entry function '_Z3addPKfPfi' for 'sm_70'\n"
@@ -120,6 +128,7 @@ def test_older_format_without_barriers_and_several_constant_banks() -> None:
     ]
 
 
+@pytest.mark.unit
 def test_barriers_after_shared_memory_and_default_arch() -> None:
     text = (
         "ptxas info    : Compiling entry function 'k'\n"
@@ -131,6 +140,7 @@ def test_barriers_after_shared_memory_and_default_arch() -> None:
 
 
 @pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt is not installed")
+@pytest.mark.integration
 def test_demangle_with_cxxfilt() -> None:
     names = ["_Z5scaleIfLi128EEvPKT_PS0_S0_i", "_Z13reverse_blockPf", "plain_c_kernel"]
     assert demangle(names) == {
@@ -140,6 +150,7 @@ def test_demangle_with_cxxfilt() -> None:
     }
 
 
+@pytest.mark.unit
 def test_demangle_without_cxxfilt_returns_names_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(resources.shutil, "which", lambda _name: None)
     assert demangle(["_Z13reverse_blockPf"]) == {"_Z13reverse_blockPf": "_Z13reverse_blockPf"}

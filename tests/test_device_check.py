@@ -17,11 +17,13 @@ from evoteam.gpu_bench.device_compare import Comparison, WorkloadTiming, figures
 SCRIPT = REPO / "gpu_bench" / "device_check.sh"
 
 
+@pytest.mark.integration
 def test_the_script_is_valid_bash() -> None:
     proc = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.integration
 def test_without_a_gpu_it_compiles_the_examples_then_exits_3(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "CUDA_VISIBLE_DEVICES": ""}  # hides any GPU, here or on a GPU machine
@@ -52,6 +54,7 @@ def _bench_payload(medians_ms: list[float], speedup: float | None, failed: int =
     return {"status": "PASSED", "summary": {"geomean_speedup": speedup}, "traces": [], "workloads": workloads}
 
 
+@pytest.mark.unit
 def test_figures_table_from_recorded_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bench_rmsnorm_cuda.json").write_text(json.dumps(_bench_payload([0.004, 0.006, 0.010], 25.0)))
     (tmp_path / "bench_rmsnorm_pycuda.json").write_text(json.dumps(_bench_payload([0.005], None, failed=2)))
@@ -75,6 +78,7 @@ def test_figures_table_from_recorded_results(tmp_path: Path, capsys: pytest.Capt
     assert "25.00x" in printed
 
 
+@pytest.mark.unit
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine may have a GPU")
 def test_compare_skips_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "--root", str(REPO / "examples" / "rmsnorm")]) == 3

@@ -58,6 +58,7 @@ def tokens_of_text(value: str) -> int:
 # --- caching emulation -------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_first_request_writes_and_the_same_request_reads() -> None:
     cache = PromptCacheEmulator(min_tokens=10, clock=FakeClock())
     request = body(SYSTEM, ["hello"])
@@ -69,6 +70,7 @@ def test_first_request_writes_and_the_same_request_reads() -> None:
     assert second.cache_read_input_tokens == request_tokens(request)
 
 
+@pytest.mark.unit
 def test_a_growing_conversation_reads_the_previous_turn_through_the_lookback() -> None:
     cache = PromptCacheEmulator(min_tokens=10, clock=FakeClock())
     turn1 = body(SYSTEM, ["view kernel.cu"])
@@ -80,6 +82,7 @@ def test_a_growing_conversation_reads_the_previous_turn_through_the_lookback() -
     assert account.input_tokens == 0
 
 
+@pytest.mark.unit
 def test_content_after_the_last_breakpoint_is_plain_input() -> None:
     cache = PromptCacheEmulator(min_tokens=10, clock=FakeClock())
     request = body(SYSTEM, ["question"])
@@ -89,6 +92,7 @@ def test_content_after_the_last_breakpoint_is_plain_input() -> None:
     assert account.input_tokens == tokens_of_text("question")
 
 
+@pytest.mark.unit
 def test_a_changed_system_prompt_or_tool_misses_the_cache() -> None:
     cache = PromptCacheEmulator(min_tokens=10, clock=FakeClock())
     tool = {"name": "view", "description": "show a file", "input_schema": {"type": "object"}}
@@ -101,6 +105,7 @@ def test_a_changed_system_prompt_or_tool_misses_the_cache() -> None:
     assert cache.account(base).cache_read_input_tokens == request_tokens(base)
 
 
+@pytest.mark.unit
 def test_entries_expire_after_five_minutes_and_reads_refresh_them() -> None:
     clock = FakeClock()
     cache = PromptCacheEmulator(min_tokens=10, clock=clock)
@@ -116,6 +121,7 @@ def test_entries_expire_after_five_minutes_and_reads_refresh_them() -> None:
     assert expired.cache_creation_input_tokens == request_tokens(request)
 
 
+@pytest.mark.unit
 def test_one_hour_entries_outlive_five_minutes() -> None:
     clock = FakeClock()
     cache = PromptCacheEmulator(min_tokens=10, clock=clock)
@@ -128,6 +134,7 @@ def test_one_hour_entries_outlive_five_minutes() -> None:
     assert cache.account(request).cache_read_input_tokens == 0
 
 
+@pytest.mark.unit
 def test_prefixes_below_the_minimum_are_not_cached() -> None:
     cache = PromptCacheEmulator(min_tokens=1024, clock=FakeClock())
     request = body("short system prompt", ["hi"])
@@ -137,6 +144,7 @@ def test_prefixes_below_the_minimum_are_not_cached() -> None:
         assert account.input_tokens == request_tokens(request)
 
 
+@pytest.mark.unit
 def test_the_lookback_stops_after_twenty_blocks() -> None:
     cache = PromptCacheEmulator(min_tokens=10, clock=FakeClock())
     short = body(SYSTEM, ["first question"])
@@ -147,6 +155,7 @@ def test_the_lookback_stops_after_twenty_blocks() -> None:
     assert cache.account(long).cache_read_input_tokens == 0
 
 
+@pytest.mark.unit
 def test_more_than_four_breakpoints_are_refused() -> None:
     cache = PromptCacheEmulator(min_tokens=10, clock=FakeClock())
     request = body(SYSTEM, ["a", "b", "c", "d"])
@@ -156,6 +165,7 @@ def test_more_than_four_breakpoints_are_refused() -> None:
         cache.account(request)
 
 
+@pytest.mark.unit
 def test_top_level_cache_control_marks_the_last_block_and_models_have_separate_caches() -> None:
     cache = PromptCacheEmulator(min_tokens=10, clock=FakeClock())
     request = {
@@ -199,6 +209,7 @@ def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
+@pytest.mark.integration
 def test_a_json_reply_has_the_api_shape_and_the_request_is_recorded(server: FakeMessagesServer) -> None:
     server.push(script.text("Hello."))
     request = {**body(SYSTEM, ["hi"]), "metadata": {"user_id": "u1"}, "context_management": {"edits": []}}
@@ -218,6 +229,7 @@ def test_a_json_reply_has_the_api_shape_and_the_request_is_recorded(server: Fake
     assert server.message_bodies() == [request]
 
 
+@pytest.mark.integration
 def test_a_stream_sends_the_event_sequence_of_the_api(server: FakeMessagesServer) -> None:
     arguments = {"path": "kernel.cu", "view_range": [1, 120]}
     server.push(script.tool_use("view", arguments, say="Let me look at the kernel first."))
@@ -251,6 +263,7 @@ def test_a_stream_sends_the_event_sequence_of_the_api(server: FakeMessagesServer
     assert final["usage"]["cache_creation_input_tokens"] == start["usage"]["cache_creation_input_tokens"]
 
 
+@pytest.mark.integration
 def test_a_mid_stream_error_event_ends_the_stream(server: FakeMessagesServer) -> None:
     server.push(script.mid_stream_error(after_events=3))
     status, _, raw = post(server, "/v1/messages", {**body(SYSTEM, ["go"]), "stream": True})
@@ -260,12 +273,14 @@ def test_a_mid_stream_error_event_ends_the_stream(server: FakeMessagesServer) ->
     assert events[-1] == ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
 
 
+@pytest.mark.integration
 def test_a_dropped_stream_is_cut_off(server: FakeMessagesServer) -> None:
     server.push(script.dropped_stream(after_events=4))
     with pytest.raises(http.client.IncompleteRead):
         post(server, "/v1/messages", {**body(SYSTEM, ["go"]), "stream": True})
 
 
+@pytest.mark.integration
 def test_a_truncated_stream_ends_cleanly_but_early(server: FakeMessagesServer) -> None:
     server.push(script.truncated_stream(after_events=5))
     status, _, raw = post(server, "/v1/messages", {**body(SYSTEM, ["go"]), "stream": True})
@@ -273,6 +288,7 @@ def test_a_truncated_stream_ends_cleanly_but_early(server: FakeMessagesServer) -
     assert status == 200 and len(names) == 5 and "message_stop" not in names and "error" not in names
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("item", "status", "error_type"),
     [
@@ -292,6 +308,7 @@ def test_http_failures_have_anthropic_error_bodies(
     assert headers.get("retry-after") == ("7" if status == 429 else None)
 
 
+@pytest.mark.integration
 def test_headers_are_checked(server: FakeMessagesServer) -> None:
     request = body(SYSTEM, ["go"])
     status, _, raw = post(server, "/v1/messages", request, {**HEADERS, "x-api-key": "wrong"})
@@ -305,6 +322,7 @@ def test_headers_are_checked(server: FakeMessagesServer) -> None:
     assert post(server, "/v1/messages", request, bearer)[0] == 200
 
 
+@pytest.mark.integration
 def test_bad_requests_and_unknown_paths(server: FakeMessagesServer) -> None:
     status, _, raw = post(server, "/v1/messages", {"model": "m", "messages": []})
     assert status == 400 and json.loads(raw)["error"]["message"] == "max_tokens: Field required"
@@ -320,6 +338,7 @@ def test_bad_requests_and_unknown_paths(server: FakeMessagesServer) -> None:
     assert status == 404 and json.loads(raw)["error"]["type"] == "not_found_error"
 
 
+@pytest.mark.integration
 def test_count_tokens_and_a_callable_script() -> None:
     seen: list[dict[str, Any]] = []
 

@@ -53,6 +53,7 @@ def _solution(language: Language, binding: Binding | None, path: str = "k.cu", *
     )
 
 
+@pytest.mark.integration
 def test_python_solution_and_traces_load_in_flashinfer_bench(
     evaluator: Evaluator, definition: Definition, workloads: list[Workload], tmp_path: Path
 ) -> None:
@@ -76,6 +77,7 @@ def test_python_solution_and_traces_load_in_flashinfer_bench(
     assert trace_set.get_solution("honest").spec.entry_point == "honest.py::run"
 
 
+@pytest.mark.integration
 def test_exporting_again_appends_traces_and_keeps_workloads_unique(
     evaluator: Evaluator, definition: Definition, workloads: list[Workload], tmp_path: Path
 ) -> None:
@@ -90,6 +92,7 @@ def test_exporting_again_appends_traces_and_keeps_workloads_unique(
     assert len(lines) == len(workloads)
 
 
+@pytest.mark.integration
 def test_c_solution_becomes_tvm_ffi_and_still_passes(
     evaluator: Evaluator, definition: Definition, workloads: list[Workload]
 ) -> None:
@@ -102,6 +105,7 @@ def test_c_solution_becomes_tvm_ffi_and_still_passes(
     assert result.status == EvaluationStatus.PASSED, result.build.log or [w.reason for w in result.workloads]
 
 
+@pytest.mark.integration
 def test_c_solution_with_a_scalar_input_converts_and_passes(evaluator: Evaluator) -> None:
     pytest.importorskip("tvm_ffi")
     from evoteam.gpu_bench.schema import ScalarInput
@@ -117,6 +121,7 @@ def test_c_solution_with_a_scalar_input_converts_and_passes(evaluator: Evaluator
     assert result.status == EvaluationStatus.PASSED, result.build.log or [w.reason for w in result.workloads]
 
 
+@pytest.mark.unit
 def test_converted_c_solution_validates_as_a_flashinfer_bench_solution(definition: Definition) -> None:
     fib = _fib_data()
     converted = to_flashinfer_solution(kernel_solution("honest.cpp"), definition)
@@ -125,6 +130,7 @@ def test_converted_c_solution_validates_as_a_flashinfer_bench_solution(definitio
     assert loaded.get_entry_symbol() == "scale_add"
 
 
+@pytest.mark.integration
 def test_rejected_trace_becomes_runtime_error_with_the_reason_kept(
     evaluator: Evaluator, definition: Definition, workloads: list[Workload], tmp_path: Path
 ) -> None:
@@ -140,6 +146,7 @@ def test_rejected_trace_becomes_runtime_error_with_the_reason_kept(
     assert trace.solution == "modifies_input"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("language", "binding", "kept"),
     [
@@ -157,6 +164,7 @@ def test_bindings_that_map(definition: Definition, language: Language, binding: 
     assert [s.path for s in converted.sources] == [path]
 
 
+@pytest.mark.unit
 def test_cuda_c_and_pycuda_are_refused_with_a_reason(definition: Definition) -> None:
     with pytest.raises(ExportError, match="cuda, c binding"):
         to_flashinfer_solution(_solution(Language.CUDA, Binding.C), definition)
@@ -165,6 +173,7 @@ def test_cuda_c_and_pycuda_are_refused_with_a_reason(definition: Definition) -> 
         to_flashinfer_solution(_solution(Language.CUDA, Binding.PYCUDA, launch=launch), definition)
 
 
+@pytest.mark.unit
 def test_traces_of_another_solution_or_without_evaluation_are_refused(
     definition: Definition, workloads: list[Workload], tmp_path: Path
 ) -> None:
@@ -183,6 +192,7 @@ def test_traces_of_another_solution_or_without_evaluation_are_refused(
         export_flashinfer(solution, definition, [bare], tmp_path)
 
 
+@pytest.mark.unit
 def test_blobs_are_copied_from_the_blob_root(definition: Definition, tmp_path: Path) -> None:
     root = tmp_path / "src"
     blob = root / "blob" / "workloads" / "x.safetensors"

@@ -12,6 +12,8 @@ import pytest
 from conftest import git, init_repo
 from evoteam.supervisor.git_store import GitStore, GitStoreError, branch_name, round_branch
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:

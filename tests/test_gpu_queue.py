@@ -77,6 +77,7 @@ def random_jobs(n: int, seed: int, profile_every: int = 0) -> list[SimJob]:
     return out
 
 
+@pytest.mark.unit
 def test_scheduler_is_work_conserving_with_one_slot_per_device() -> None:
     jobs = random_jobs(200, seed=1, profile_every=7)
 
@@ -92,6 +93,7 @@ def test_scheduler_is_work_conserving_with_one_slot_per_device() -> None:
     assert use.makespan_s >= use.lower_bound_s
 
 
+@pytest.mark.unit
 def test_scheduler_profile_job_holds_its_device_and_is_not_starved() -> None:
     # Two slots on gpu0, one on gpu1; a stream of normal jobs with a profile job early in it.
     jobs = [SimJob(0.01 * i, 0.5) for i in range(40)]
@@ -108,12 +110,14 @@ def test_scheduler_profile_job_holds_its_device_and_is_not_starved() -> None:
     assert prof.start < 2.0, "the profile job waited behind later normal jobs"
 
 
+@pytest.mark.unit
 def test_scheduler_fifo_then_priority() -> None:
     jobs = [SimJob(0.0, 1.0, priority=p) for p in (0, 0, 5, 0, 5)]
     _, runs = simulate(["gpu0"], jobs, lambda s: None)
     assert [r.ticket for r in sorted(runs, key=lambda r: r.start)] == [2, 4, 0, 1, 3]
 
 
+@pytest.mark.unit
 def test_scheduler_retires_a_failing_slot() -> None:
     sched = Scheduler(["gpu0", "gpu1"], max_consecutive_errors=2)
     for ticket in range(2):
@@ -177,6 +181,7 @@ def run_agents(queue: GpuQueue[FakeRunner], durations: list[list[float]]) -> lis
     return results
 
 
+@pytest.mark.integration
 def test_six_agents_two_slots_keep_both_busy() -> None:
     log: list[tuple[str, str, float, float]] = []
     rng = random.Random(7)
@@ -187,14 +192,16 @@ def test_six_agents_two_slots_keep_both_busy() -> None:
     queue.close()
     assert len(results) == 36 and all(r.status is JobStatus.DONE for r in results)
     assert sorted(r.unwrap() for r in results) == sorted(f"a{a}j{j}" for a in range(6) for j in range(6))
-    assert use.jobs == 36
-    assert use.while_waiting >= 0.95, use
-    ideal = sum(map(sum, durations)) / 2
-    assert use.makespan_s <= ideal / 0.95 + max(map(max, durations)), use
-    assert all(s.busy_s > 0.4 * ideal for s in use.slots)
-    assert use.mean_wait_s > 0
+    assert use.jobs == 36 and use.mean_wait_s > 0  # six agents, two slots: jobs waited
+    # Both slots worked, side by side (counts and overlaps, not shares of the wall time, which a busy machine
+    # skews; that a free slot never idles while a job waits is the scheduler's test above).
+    per_device = {device: sum(1 for _, d, _, _ in log if d == device) for device in ("gpu0", "gpu1")}
+    assert min(per_device.values()) >= 9, per_device
+    on = {device: [(start, end) for _, d, start, end in log if d == device] for device in ("gpu0", "gpu1")}
+    assert any(a < d and c < b for a, b in on["gpu0"] for c, d in on["gpu1"]), "the two slots never ran at once"
 
 
+@pytest.mark.integration
 def test_fifo_order_and_priority_on_one_slot() -> None:
     log: list[tuple[str, str, float, float]] = []
     gate = threading.Event()
@@ -210,6 +217,7 @@ def test_fifo_order_and_priority_on_one_slot() -> None:
     assert [tag for tag, *_ in log] == ["urgent"] + [f"j{i}" for i in range(8)]
 
 
+@pytest.mark.integration
 def test_profile_job_runs_alone_on_its_device() -> None:
     log: list[tuple[str, str, float, float]] = []
     # Two slots share gpu0, a third is gpu1; six agents keep normal jobs coming.
@@ -219,6 +227,7 @@ def test_profile_job_runs_alone_on_its_device() -> None:
     agents = threading.Thread(target=run_agents, args=(queue, [[0.03] * 8 for _ in range(6)]))
     agents.start()
     time.sleep(0.05)
+    submitted = time.monotonic()
     profiled = queue.evaluate(sleep_job("profile", 0.1, profile=True))
     agents.join()
     queue.close()
@@ -226,10 +235,14 @@ def test_profile_job_runs_alone_on_its_device() -> None:
     (_, device, start, end) = next(e for e in log if e[0] == "profile")
     overlaps = [e for e in log if e[0] != "profile" and e[1] == device and e[2] < end and e[3] > start]
     assert overlaps == []
-    assert profiled.wait_s < 0.5, "the profile job starved behind normal jobs"
+    # Not starved: on its device only jobs already queued before it (one per agent, at most) started while it
+    # waited; none of the normal jobs the agents kept submitting went ahead of it.
+    ahead = [e for e in log if e[0] != "profile" and e[1] == device and submitted <= e[2] < start]
+    assert len(ahead) <= 6, ahead
     assert len(log) == 49
 
 
+@pytest.mark.integration
 def test_infrastructure_errors_are_reported_and_never_lose_jobs() -> None:
     log: list[tuple[str, str, float, float]] = []
     broken = FakeRunner("gpu1", log, failures=100)
@@ -248,6 +261,7 @@ def test_infrastructure_errors_are_reported_and_never_lose_jobs() -> None:
     assert broken.closed  # close() closes the runners it was given
 
 
+@pytest.mark.integration
 def test_a_factory_slot_gets_a_new_runner_after_a_failure() -> None:
     log: list[tuple[str, str, float, float]] = []
     made: list[FakeRunner] = []
@@ -263,6 +277,7 @@ def test_a_factory_slot_gets_a_new_runner_after_a_failure() -> None:
     assert len(made) == 2 and made[0].closed and made[1].closed
 
 
+@pytest.mark.integration
 def test_a_job_error_is_the_jobs_not_the_slots() -> None:
     def bad(runner: FakeRunner) -> str:
         raise BenchInputError("missing blob x.safetensors")
@@ -277,6 +292,7 @@ def test_a_job_error_is_the_jobs_not_the_slots() -> None:
     assert after.unwrap() == "ok" and not slots[0].retired and slots[0].errors == 0
 
 
+@pytest.mark.unit
 def test_every_slot_retired_hands_waiting_jobs_back() -> None:
     gate = threading.Event()
     runner = FakeRunner("gpu0", [], failures=1)
@@ -304,6 +320,7 @@ def _blocked_queue() -> tuple[
     return queue, gate, running[0], waiting
 
 
+@pytest.mark.integration
 def test_close_drains_waiting_jobs() -> None:
     queue, gate, running, waiting = _blocked_queue()
     threading.Timer(0.05, gate.set).start()
@@ -314,6 +331,7 @@ def test_close_drains_waiting_jobs() -> None:
         queue.submit(sleep_job("late", 0.001))
 
 
+@pytest.mark.unit
 def test_close_without_drain_cancels_waiting_jobs_and_finishes_running_ones() -> None:
     queue, gate, running, waiting = _blocked_queue()
     threading.Timer(0.05, gate.set).start()
@@ -324,6 +342,7 @@ def test_close_without_drain_cancels_waiting_jobs_and_finishes_running_ones() ->
         waiting[0].result().unwrap()
 
 
+@pytest.mark.integration
 def test_an_agent_can_cancel_a_waiting_job() -> None:
     queue, gate, _, waiting = _blocked_queue()
     assert waiting[1].cancel()
@@ -336,6 +355,7 @@ def test_an_agent_can_cancel_a_waiting_job() -> None:
 # --- real runners: two LocalRunner slots behind per-agent Evaluators ------------------------------------------
 
 
+@pytest.mark.integration
 def test_evaluators_share_two_local_runner_slots(definition: Definition, workloads: list[Workload]) -> None:
     queue: GpuQueue[Runner] = GpuQueue([Factory(LocalRunner), Factory(LocalRunner)])
     results = []

@@ -86,6 +86,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ImportRepo
     return out, import_flashinfer(SHARED_DATA, out, options)
 
 
+@pytest.mark.unit
 @needs_dataset
 def test_writes_the_files_and_a_kernel_entry_per_definition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = _cli(
@@ -107,6 +108,7 @@ def test_writes_the_files_and_a_kernel_entry_per_definition(tmp_path: Path, caps
     assert "imported rmsnorm_h128: 14 workloads from the dataset, 0 synthetic" in out
 
 
+@pytest.mark.unit
 @needs_dataset
 def test_missing_blobs_are_synthesized_into_the_task_folder(tmp_path: Path) -> None:
     assert (
@@ -131,6 +133,7 @@ def test_missing_blobs_are_synthesized_into_the_task_folder(tmp_path: Path) -> N
         assert blob.path.startswith("./blob/workloads/gqa_paged/gqa_paged_decode_h32_kv4_d128_ps1/")
 
 
+@pytest.mark.unit
 @needs_dataset
 def test_definitions_without_workloads_get_generated_ones(tmp_path: Path) -> None:
     assert _cli(SHARED_DATA, "--definition", "rope_*", "--out", tmp_path, "--generate", "2") == 0
@@ -140,6 +143,7 @@ def test_definitions_without_workloads_get_generated_ones(tmp_path: Path) -> Non
     assert [w.axes["num_tokens"] for w in workloads] == [2, 4]
 
 
+@pytest.mark.unit
 @needs_dataset
 def test_size_limit_leaves_large_workloads_out_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = _cli(
@@ -162,6 +166,7 @@ def test_size_limit_leaves_large_workloads_out_and_says_so(tmp_path: Path, capsy
         assert workload.axes["M"] * 2048 * 2 + 128 * 2048 * 2 + workload.axes["M"] * 128 * 2 <= 1 << 20
 
 
+@pytest.mark.unit
 @needs_dataset
 def test_appends_to_an_existing_evoteam_toml_and_refuses_a_taken_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -180,6 +185,7 @@ def test_appends_to_an_existing_evoteam_toml_and_refuses_a_taken_name(
     assert not (tmp_path / "kernels/rmsnorm_h5120.py").exists()  # nothing written when refused
 
 
+@pytest.mark.unit
 @needs_dataset
 def test_refuses_to_overwrite_a_different_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "kernels").mkdir()
@@ -189,6 +195,7 @@ def test_refuses_to_overwrite_a_different_file(tmp_path: Path, capsys: pytest.Ca
     assert not (tmp_path / "evoteam.toml").exists()
 
 
+@pytest.mark.unit
 @needs_dataset
 @pytest.mark.parametrize(
     ("argv", "message"),
@@ -205,6 +212,7 @@ def test_bad_input_is_one_error_line(
     assert message in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.unit
 def test_a_folder_without_definitions_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli(tmp_path, "--out", tmp_path / "out") == 2
     assert "is not a FlashInfer Trace dataset (no definitions/ folder)" in capsys.readouterr().err
@@ -223,6 +231,7 @@ def _solution_file(tmp_path: Path, definition: str, content: str, **spec: object
     return path
 
 
+@pytest.mark.integration
 @needs_dataset
 def test_a_value_returning_solution_becomes_the_starting_kernel(tmp_path: Path, evaluator: Evaluator) -> None:
     definition = load_definition(SHARED_DATA / "definitions/rmsnorm/rmsnorm_h2048.json")
@@ -237,6 +246,7 @@ def test_a_value_returning_solution_becomes_the_starting_kernel(tmp_path: Path, 
     assert result.status == EvaluationStatus.PASSED, [w.reason for w in result.workloads]
 
 
+@pytest.mark.unit
 @needs_dataset
 def test_a_solution_evoteam_cannot_call_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "s.json"
@@ -253,6 +263,7 @@ def test_a_solution_evoteam_cannot_call_is_refused(tmp_path: Path, capsys: pytes
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.unit
 @needs_dataset
 def test_the_skipped_set_is_small_and_explained(imported: tuple[Path, ImportReport]) -> None:
     out, report = imported
@@ -274,6 +285,7 @@ def _speedup_ok(result: CandidateResult) -> bool:
     return speedup is not None and SPEEDUP[0] <= speedup <= SPEEDUP[1]
 
 
+@pytest.mark.integration
 @needs_dataset
 @pytest.mark.parametrize("name", DATASET_NAMES)
 def test_reference_as_imported_kernel_passes_at_speedup_near_one(
@@ -301,6 +313,7 @@ def test_reference_as_imported_kernel_passes_at_speedup_near_one(
     SPEEDUPS[name] = speedup
 
 
+@pytest.mark.integration
 def test_speedups_over_all_definitions_center_on_one() -> None:
     """The imported kernel is the reference plus a copy into the outputs: over ~110 definitions, the geometric
     mean of the speedups is close to 1 however noisy single measurements are."""

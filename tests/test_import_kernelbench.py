@@ -88,6 +88,7 @@ def speedup_near_one(runner: LocalRunner, task: KernelTask, candidate: Solution,
     return seen
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("problem", list(SMALL), ids=lambda p: p.stem)
 def test_each_sample_imports_and_its_reference_passes_with_speedup_near_one(
     problem: Path, tmp_path: Path, runner: LocalRunner
@@ -103,6 +104,7 @@ def test_each_sample_imports_and_its_reference_passes_with_speedup_near_one(
     assert SPEEDUP[0] <= seen[-1] <= SPEEDUP[1], f"speedups {seen}"
 
 
+@pytest.mark.integration
 def test_model_new_candidates_correct_and_wrong_through_the_evaluator(tmp_path: Path, evaluator: Evaluator) -> None:
     task = imported(GEMM, tmp_path)
     definition = task.load_definition()
@@ -120,6 +122,7 @@ def test_model_new_candidates_correct_and_wrong_through_the_evaluator(tmp_path: 
     assert result.status == EvaluationStatus.PASSED
 
 
+@pytest.mark.integration
 def test_conv_model_new_gets_the_reference_weights_from_the_seed(tmp_path: Path, evaluator: Evaluator) -> None:
     task = imported(CONV, tmp_path)
     definition = task.load_definition()
@@ -140,6 +143,7 @@ def test_conv_model_new_gets_the_reference_weights_from_the_seed(tmp_path: Path,
     assert result.status == EvaluationStatus.INCORRECT_NUMERICAL
 
 
+@pytest.mark.integration
 def test_structured_inputs_are_recorded_so_a_candidate_may_rely_on_them(
     tmp_path: Path, evaluator: Evaluator, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -164,6 +168,7 @@ def test_structured_inputs_are_recorded_so_a_candidate_may_rely_on_them(
     assert result.status == EvaluationStatus.INCORRECT_NUMERICAL
 
 
+@pytest.mark.integration
 def test_model_new_file_without_model_new_is_a_load_error(tmp_path: Path, evaluator: Evaluator) -> None:
     task = imported(GEMM, tmp_path)
     definition = task.load_definition()
@@ -174,6 +179,7 @@ def test_model_new_file_without_model_new_is_a_load_error(tmp_path: Path, evalua
     assert result.load_error is not None and "defines no class ModelNew" in result.load_error
 
 
+@pytest.mark.integration
 def test_model_new_with_the_wrong_output_shape_is_a_runtime_error(tmp_path: Path, evaluator: Evaluator) -> None:
     task = imported(GEMM, tmp_path)
     definition = task.load_definition()
@@ -188,6 +194,7 @@ def test_model_new_with_the_wrong_output_shape_is_a_runtime_error(tmp_path: Path
     assert "ModelNew.forward's output 'output' is (32, 8)" in result.workloads[0].reason
 
 
+@pytest.mark.integration
 def test_model_new_is_a_registered_module(tmp_path: Path, evaluator: Evaluator) -> None:
     """Dataclasses (with postponed annotations) look their module up in sys.modules while the file loads."""
     task = imported(SOFTMAX, tmp_path)
@@ -204,6 +211,7 @@ def test_model_new_is_a_registered_module(tmp_path: Path, evaluator: Evaluator) 
     assert result.status == EvaluationStatus.PASSED, result.load_error
 
 
+@pytest.mark.unit
 def test_reference_weights_are_model_built_after_manual_seed() -> None:
     problem = import_problem(GEMM, ImportOptions(overrides={"batch_size": 4, "in_features": 8, "out_features": 6}))
     namespace: dict[str, object] = {}
@@ -226,6 +234,7 @@ def test_reference_weights_are_model_built_after_manual_seed() -> None:
     assert "torch.manual_seed(42)" in problem.definition.description  # type: ignore[operator]
 
 
+@pytest.mark.unit
 def test_size_override_sets_the_constants_and_what_follows_from_them(tmp_path: Path) -> None:
     full = import_problem(SOFTMAX)
     assert full.sizes == {} and full.definition.const_axes() == {"batch_size": 16, "dim": 16384}
@@ -245,6 +254,7 @@ def test_size_override_sets_the_constants_and_what_follows_from_them(tmp_path: P
     assert "num_classes = 5" in (task.extra_sources[0]).read_text()
 
 
+@pytest.mark.unit
 def test_definition_axes_inputs_and_outputs(tmp_path: Path) -> None:
     task = imported(XENT, tmp_path)
     definition = task.load_definition()
@@ -270,6 +280,7 @@ def test_definition_axes_inputs_and_outputs(tmp_path: Path) -> None:
                           "too few to tell)"]  # fmt: skip
 
 
+@pytest.mark.unit
 def test_recorded_inputs_and_seed(tmp_path: Path) -> None:
     task = imported(SOFTMAX, tmp_path, "--inputs", "recorded", "--seed", "7", "--name", "softmax_rec")
     (workload,) = task.load_workloads()
@@ -280,6 +291,7 @@ def test_recorded_inputs_and_seed(tmp_path: Path) -> None:
         assert torch.equal(load_file(str(tmp_path / x.path))["x"], torch.randn(4, 512))
 
 
+@pytest.mark.unit
 def test_randn_check_tells_standard_normals_from_other_draws() -> None:
     generator = torch.Generator().manual_seed(3)
     for shape in [(1024,), (64, 48), (3, 256, 256)]:
@@ -299,6 +311,7 @@ def test_randn_check_tells_standard_normals_from_other_draws() -> None:
         assert not_like_randn(value) is not None, what
 
 
+@pytest.mark.unit
 def test_random_inputs_that_break_the_reference_get_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     problem = tmp_path / "log_problem.py"
     problem.write_text(
@@ -312,6 +325,7 @@ def test_random_inputs_that_break_the_reference_get_a_note(tmp_path: Path, capsy
     assert "NaN or inf on standard normal inputs" in capsys.readouterr().out
 
 
+@pytest.mark.unit
 def test_toml_entries_are_appended_and_duplicates_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "evoteam.toml"
     config.write_text('# mine\n[[kernel]]\nname = "other"\nsource = "a.cpp"\nlanguage = "cpp"\nentry = "f"\n'
@@ -333,6 +347,7 @@ def test_toml_entries_are_appended_and_duplicates_refused(tmp_path: Path, capsys
     assert task.tolerance.atol == task.tolerance.rtol == 1e-2
 
 
+@pytest.mark.integration
 def test_evoteam_bench_runs_an_imported_task(tmp_path: Path) -> None:
     assert import_cli(GEMM, "--out", tmp_path, "--size-override", *SMALL[GEMM], "--name", "gemm") == 0
     proc = subprocess.run(
@@ -344,6 +359,7 @@ def test_evoteam_bench_runs_an_imported_task(tmp_path: Path) -> None:
     assert payload["status"] == "PASSED" and payload["summary"]["total"] == 1
 
 
+@pytest.mark.unit
 def test_model_new_option_starts_from_a_given_candidate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     candidate = SAMPLES / "model_new_gemm_add_relu.py"
     task = imported(GEMM, tmp_path, "--model-new", candidate)
@@ -354,6 +370,7 @@ def test_model_new_option_starts_from_a_given_candidate(tmp_path: Path, capsys: 
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.unit
 def test_scale_changes_the_size_constants_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     problem = import_problem(CONV, ImportOptions(scale=1 / 16))
     # kernel_size (3) and in_channels (3) are below 8; the rest are dimensions of the input or the output
@@ -384,6 +401,7 @@ BAD = {
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("filename", sorted(BAD))
 def test_bad_problem_files_are_one_error_line_and_exit_2(
     filename: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -398,6 +416,7 @@ def test_bad_problem_files_are_one_error_line_and_exit_2(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -414,6 +433,7 @@ def test_bad_options_exit_2(args: list[str], message: str, tmp_path: Path, capsy
     assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.unit
 def test_missing_problem_file_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert import_cli(tmp_path / "absent.py", "--out", tmp_path) == 2
     err = capsys.readouterr().err
@@ -421,6 +441,7 @@ def test_missing_problem_file_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert not (tmp_path / "evoteam.toml").exists()
 
 
+@pytest.mark.integration
 def test_the_import_command_through_the_evoteam_cli(tmp_path: Path) -> None:
     """``evoteam import kernelbench`` as a user types it: exit 0 and a task, exit 2 and one line for a bad file."""
     command = [sys.executable, "-m", "evoteam.cli.main", "import", "kernelbench"]
@@ -436,6 +457,7 @@ def test_the_import_command_through_the_evoteam_cli(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "cannot read" in bad.stderr
 
 
+@pytest.mark.unit
 def test_source_rewriting_keeps_comments_and_derived_values() -> None:
     source = "a = 1024 * 2  # rows\nb = a * 2\nc: int = 3\nname = 'x'\n"
     constants = find_constants(source)

@@ -11,6 +11,8 @@ import pytest
 
 from evoteam.roles.knowledge import Entry, Evidence, Kind, KnowledgeStore
 
+pytestmark = pytest.mark.unit
+
 
 def fixed_clock() -> datetime:
     return datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -160,6 +160,7 @@ def tune(fakes: Fakes, tmp_path: Path, **options: Any) -> tuple[AgentReport, lis
     return report, submissions
 
 
+@pytest.mark.unit
 def test_it_tunes_the_knobs_writes_the_best_back_and_submits_it(tmp_path: Path) -> None:
     fakes = Fakes()
     report, submissions = tune(fakes, tmp_path, max_evaluations=30)
@@ -178,6 +179,7 @@ def test_it_tunes_the_knobs_writes_the_best_back_and_submits_it(tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []  # the workspace folder is never touched but through the tools
 
 
+@pytest.mark.unit
 def test_failures_are_recorded_as_notes_and_a_later_run_skips_them(tmp_path: Path) -> None:
     fakes = Fakes()
     tune(fakes, tmp_path, max_evaluations=30, seed=1)
@@ -201,6 +203,7 @@ def test_failures_are_recorded_as_notes_and_a_later_run_skips_them(tmp_path: Pat
     assert set(fakes.evaluated) & first  # passing configs are not skipped
 
 
+@pytest.mark.unit
 def test_evaluations_stop_at_the_wall_time_and_the_best_so_far_is_submitted(tmp_path: Path) -> None:
     fakes = Fakes()
     now = [0.0]
@@ -214,6 +217,7 @@ def test_evaluations_stop_at_the_wall_time_and_the_best_so_far_is_submitted(tmp_
     assert len(report.submissions) == 1 and report.stop == "end_turn"
 
 
+@pytest.mark.unit
 def test_a_kernel_without_knobs_is_left_alone(tmp_path: Path) -> None:
     plain = 'extern "C" int k(float* x) { x[0] = 1; return 0; }\n'
     fakes = Fakes(source=plain)
@@ -222,6 +226,7 @@ def test_a_kernel_without_knobs_is_left_alone(tmp_path: Path) -> None:
     assert fakes.files["k.cpp"] == plain and fakes.calls == ["view"]
 
 
+@pytest.mark.unit
 def test_when_every_config_fails_the_source_is_restored_and_nothing_submitted(tmp_path: Path) -> None:
     fakes = Fakes(respond=lambda s: {"status": "RUNTIME_ERROR", "failures": [{"reason": "segfault"}]})
     report, submissions = tune(fakes, tmp_path, max_evaluations=6)
@@ -231,17 +236,20 @@ def test_when_every_config_fails_the_source_is_restored_and_nothing_submitted(tm
     assert fakes.notes[0].body.endswith("status RUNTIME_ERROR: segfault")
 
 
+@pytest.mark.unit
 def test_a_role_without_the_needed_tools_gets_an_error_report(tmp_path: Path) -> None:
     report, _ = tune(Fakes(), tmp_path, leave_out=("evaluate",))
     assert report.error is not None and "evaluate" in report.error and report.turns == 0
 
 
+@pytest.mark.unit
 def test_without_knowledge_tools_it_still_tunes(tmp_path: Path) -> None:
     fakes = Fakes()
     report, submissions = tune(fakes, tmp_path, max_evaluations=8, leave_out=("read_knowledge", "write_note"))
     assert len(submissions) == 1 and report.error is None and not fakes.notes
 
 
+@pytest.mark.unit
 def test_a_cancel_request_stops_it_and_restores_the_source(tmp_path: Path) -> None:
     fakes = Fakes()
     report, submissions = tune(fakes, tmp_path, should_stop=lambda: len(fakes.evaluated) >= 3)
@@ -249,6 +257,7 @@ def test_a_cancel_request_stops_it_and_restores_the_source(tmp_path: Path) -> No
     assert fakes.files["k.cpp"] == KERNEL
 
 
+@pytest.mark.unit
 def test_a_long_file_is_read_whole_through_view_s_pages(tmp_path: Path) -> None:
     source = KERNEL + "".join(f"// filler line {i}\n" for i in range(40))
     fakes = Fakes(source=source)
@@ -258,6 +267,7 @@ def test_a_long_file_is_read_whole_through_view_s_pages(tmp_path: Path) -> None:
     assert fakes.evaluated[0] == source
 
 
+@pytest.mark.unit
 def test_events_report_every_tool_call_and_the_stop(tmp_path: Path) -> None:
     fakes = Fakes()
     events: list[AgentEvent] = []
@@ -268,6 +278,7 @@ def test_events_report_every_tool_call_and_the_stop(tmp_path: Path) -> None:
     assert writes and all("chars>" in e.input for e in writes)  # sources are not copied into the journal
 
 
+@pytest.mark.unit
 def test_for_task_takes_the_entry_file_declared_knobs_and_language() -> None:
     task = scale_add_task(knobs={"BLOCK": [64, 256, 8192]})
     agent = OfflineTunerAgent.for_task(task, max_evaluations=3, seed=2)
@@ -291,6 +302,7 @@ class Counting:
         return self.inner.evaluate(solution)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_end_to_end_with_the_real_tools_on_a_tiny_cpu_kernel(tmp_path: Path, evaluator: Evaluator) -> None:
     task = scale_add_task(knobs={"BLOCK": [64, 256, 8192]})
@@ -326,6 +338,7 @@ def test_end_to_end_with_the_real_tools_on_a_tiny_cpu_kernel(tmp_path: Path, eva
     assert sorted(service.blocks) == [64, 256] and len(report.submissions) == 1
 
 
+@pytest.mark.unit
 def test_a_broken_evaluate_tool_stops_it_with_the_source_restored(tmp_path: Path) -> None:
     fakes = Fakes()
     submissions: list[Submission] = []
@@ -336,6 +349,7 @@ def test_a_broken_evaluate_tool_stops_it_with_the_source_restored(tmp_path: Path
     assert fakes.files["k.cpp"] == KERNEL
 
 
+@pytest.mark.unit
 def test_duplicate_declared_values_are_an_error_report(tmp_path: Path) -> None:
     report, _ = tune(Fakes(), tmp_path, knobs={"BLOCK": [64, 64]})
     assert report.error is not None and "distinct values" in report.error

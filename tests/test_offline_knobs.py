@@ -8,6 +8,8 @@ import pytest
 
 from evoteam.roles.offline.knobs import Knob, apply, current_config, describe, find_knobs, mask
 
+pytestmark = pytest.mark.unit
+
 SOURCE = """#include <cstdint>
 // #define BLOCK 64   (a comment: not a knob)
 /* #define TILE 8 */

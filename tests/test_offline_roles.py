@@ -69,6 +69,7 @@ def verdict(report: AgentReport) -> tuple[str, str]:
     return found.decision, found.reason
 
 
+@pytest.mark.unit
 def test_each_builtin_role_that_writes_no_code_gets_its_offline_agent() -> None:
     kinds = {name: type(offline_role(role, lambda e: None)).__name__ for name, role in builtin_roles().items()}
     assert kinds["Knowledge Integrator"] == "OfflineIntegrator"
@@ -79,6 +80,7 @@ def test_each_builtin_role_that_writes_no_code_gets_its_offline_agent() -> None:
     assert offline_role(listing_only, lambda e: None) is None  # nothing it could do: it sits out
 
 
+@pytest.mark.integration
 def test_the_disciplinarian_approves_a_kernel_that_compiles(tmp_path: Path) -> None:
     ctx, _ = context(tmp_path, "Disciplinarian", "honest.cpp")
     events: list[AgentEvent] = []
@@ -87,6 +89,7 @@ def test_the_disciplinarian_approves_a_kernel_that_compiles(tmp_path: Path) -> N
     assert [e.tool for e in events] == ["compile"] and report.error is None
 
 
+@pytest.mark.integration
 def test_the_disciplinarian_vetoes_a_kernel_that_does_not_compile(tmp_path: Path) -> None:
     ctx, _ = context(tmp_path, "Disciplinarian", "compile_error.cpp")
     decision, reason = verdict(OfflineDisciplinarian().run(ctx))
@@ -94,6 +97,7 @@ def test_the_disciplinarian_vetoes_a_kernel_that_does_not_compile(tmp_path: Path
     assert "error" in reason
 
 
+@pytest.mark.unit
 def test_the_disciplinarian_vetoes_a_broken_constraint(tmp_path: Path) -> None:
     broken = CheckResult(ok=True, violations=["required instruction 'wgmma.mma_async' does not appear"])
     ctx, _ = context(tmp_path, "Disciplinarian", "honest.cpp", checker=FakeChecker(broken))
@@ -101,6 +105,7 @@ def test_the_disciplinarian_vetoes_a_broken_constraint(tmp_path: Path) -> None:
     assert decision == "veto" and "wgmma.mma_async" in reason
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("kernel", "line"), [("pointer_cache.cpp", 6), ("timing_cheat.cpp", 4), ("sets_threads.py", 7)]
 )
@@ -109,6 +114,7 @@ def test_cheating_patterns_of_the_adversarial_kernels_are_found_with_their_line(
     assert f"at line {line}:" in finding
 
 
+@pytest.mark.unit
 def test_honest_kernels_and_comments_raise_nothing() -> None:
     for kernel in ("honest.cpp", "tunable_scale_add.cpp", "honest.py"):
         assert cheat_findings((KERNELS / kernel).read_text()) == [], kernel
@@ -117,6 +123,7 @@ def test_honest_kernels_and_comments_raise_nothing() -> None:
     assert cheat_findings("static inline float f(float x) { return x; }\nstatic const int k = 3;\n") == []
 
 
+@pytest.mark.integration
 def test_the_reviewer_calls_a_pointer_cache_suspicious_and_records_it(tmp_path: Path, evaluator: Evaluator) -> None:
     store = KnowledgeStore(tmp_path / "repo", "scale_add")
     ctx, _ = context(tmp_path, "Reviewer", "pointer_cache.cpp", evaluator, store)
@@ -129,6 +136,7 @@ def test_the_reviewer_calls_a_pointer_cache_suspicious_and_records_it(tmp_path: 
     assert note.role == "Reviewer" and "static" in note.body
 
 
+@pytest.mark.integration
 def test_the_reviewer_approves_an_honest_kernel_and_flags_an_implausible_jump(
     tmp_path: Path, evaluator: Evaluator
 ) -> None:
@@ -146,6 +154,7 @@ def test_the_reviewer_approves_an_honest_kernel_and_flags_an_implausible_jump(
     assert verdict(OfflineReviewer().run(ctx))[0] == "approve"
 
 
+@pytest.mark.unit
 def test_the_integrator_writes_a_plan_from_the_numbers_in_the_store(tmp_path: Path) -> None:
     store = KnowledgeStore(tmp_path / "repo", "scale_add")
     store.add(
@@ -180,12 +189,14 @@ def test_the_integrator_writes_a_plan_from_the_numbers_in_the_store(tmp_path: Pa
     assert store.summary().startswith(f"Current plan: {written.title}")  # the next team's prompts start with it
 
 
+@pytest.mark.unit
 def test_the_plan_of_an_empty_store_invents_nothing() -> None:
     title, body = plan([], 1)
     assert title == "plan after round 1: no verified strategy yet, 0 failed attempt(s) recorded"
     assert "- nothing yet" in body and "x geomean" not in body
 
 
+@pytest.mark.integration
 def test_the_profiler_records_a_hardware_note(tmp_path: Path, evaluator: Evaluator) -> None:
     store = KnowledgeStore(tmp_path / "repo", "scale_add")
     ctx, _ = context(tmp_path, "Profiling Scientist", "honest.cpp", evaluator, store)

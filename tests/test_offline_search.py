@@ -15,6 +15,8 @@ import pytest
 from evoteam.roles.offline.search import Config, Search, Space, run
 from evoteam.roles.offline.surrogate import UNSEEN_BONUS, best_expected, best_unseen, effects, fit
 
+pytestmark = pytest.mark.unit
+
 SPACE3 = Space({"a": list(range(8)), "b": list(range(8)), "c": list(range(8))})  # 512 configs
 SPACE4 = Space({k: list(range(9)) for k in "wxyz"})  # 6561 configs
 

@@ -40,6 +40,7 @@ def fixture(name: str) -> str:
     return (NCU / name).read_text()
 
 
+@pytest.mark.unit
 def test_raw_page_with_base_units_becomes_typed_sections() -> None:
     kernels, messages = parse_raw_csv(fixture("rmsnorm_cuda_h200.csv"))
     assert len(kernels) == 1
@@ -67,6 +68,7 @@ def test_raw_page_with_base_units_becomes_typed_sections() -> None:
     assert messages[0].startswith("==PROF== Connected") and len(messages) == 3
 
 
+@pytest.mark.unit
 def test_scaled_units_old_metric_names_and_messages_around_the_csv() -> None:
     kernels, messages = parse_raw_csv(fixture("rmsnorm_naive_two_launches.csv"))
     assert [k.id for k in kernels] == [0, 1]
@@ -83,6 +85,7 @@ def test_scaled_units_old_metric_names_and_messages_around_the_csv() -> None:
     assert len(messages) == 4 and messages[-1].startswith("==PROF== Disconnected")
 
 
+@pytest.mark.unit
 def test_numbers_and_text_that_is_not_csv() -> None:
     assert number("1,234,567.5") == 1234567.5
     assert number("n/a") is None and number("") is None and number("inf") is None
@@ -91,12 +94,14 @@ def test_numbers_and_text_that_is_not_csv() -> None:
     assert kernels == [] and "==WARNING== No kernels were profiled." in messages
 
 
+@pytest.mark.unit
 def test_a_unit_of_the_wrong_dimension_gives_no_value() -> None:
     text = '"ID","Kernel Name","gpu__time_duration.sum"\n"","","byte"\n"0","k","12"\n'
     (kernel,), _ = parse_raw_csv(text)
     assert kernel.duration_us is None and kernel.raw["gpu__time_duration.sum"] == "12"
 
 
+@pytest.mark.unit
 def test_ncu_command_line() -> None:
     command = ncu_command(Path("/opt/ncu"), Path("/tmp/r.json"), Path("/tmp/ncu.csv"), "rmsnorm", python="py")
     assert command == [
@@ -110,6 +115,7 @@ def test_ncu_command_line() -> None:
     assert custom[1:3] == ["--section", "LaunchStats"] and custom[custom.index("-c") + 1] == "3"
 
 
+@pytest.mark.unit
 def test_missing_ncu_or_gpu_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ProfileUnavailable, match=r"^Nsight Compute \(ncu\) was not found on PATH"):
         require_profiler(FakeHost(ncu=None))
@@ -137,6 +143,7 @@ def _request(kernel: str = "rmsnorm_cuda") -> ProfileRequest:
     return ProfileRequest(solution=solution, artifact="/built/kernel.so", definition=definition, workload=workload)
 
 
+@pytest.mark.unit
 def test_profile_workload_runs_ncu_on_the_target_and_reads_its_log() -> None:
     host = FakeHost(csv=fixture("rmsnorm_cuda_h200.csv"))
     request = _request()
@@ -151,6 +158,7 @@ def test_profile_workload_runs_ncu_on_the_target_and_reads_its_log() -> None:
     assert report.sections == list(DEFAULT_SECTIONS)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("host", "reason"),
     [
@@ -173,6 +181,7 @@ def _built(solution: Solution) -> BuildResult:
     return BuildResult(ok=True, artifact=f"/built/{solution.name}.so")
 
 
+@pytest.mark.unit
 def test_profile_command_prints_the_report_as_json(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -185,6 +194,7 @@ def test_profile_command_prints_the_report_as_json(
     assert request.artifact == "/built/rmsnorm_cuda.so" and request.workload.axes == {"batch_size": 1}
 
 
+@pytest.mark.unit
 def test_profile_command_table_and_failures(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -205,6 +215,7 @@ def test_profile_command_table_and_failures(
     assert "expected a ';'" in err and "did not build" in err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("argv", "host", "message"),
     [
@@ -229,6 +240,7 @@ def test_bad_input_and_unusable_machines_exit_2(
     assert host.commands == []
 
 
+@pytest.mark.unit
 def test_workload_selection() -> None:
     task = find_task("rmsnorm_cuda", EXAMPLE)
     definition, workloads = task.load_definition(), task.load_workloads()
@@ -240,6 +252,7 @@ def test_workload_selection() -> None:
         select_workload(definition, workloads, "zzz")
 
 
+@pytest.mark.integration
 def test_the_command_without_ncu_exits_2_with_one_line() -> None:
     env = {**os.environ, "EVOTEAM_NCU": "/nonexistent/ncu"}
     proc = subprocess.run(
@@ -252,6 +265,7 @@ def test_the_command_without_ncu_exits_2_with_one_line() -> None:
     )
 
 
+@pytest.mark.integration
 def test_profile_target_refuses_a_bad_request(tmp_path: Path) -> None:
     bad = tmp_path / "request.json"
     bad.write_text("{}")

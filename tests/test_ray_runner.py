@@ -22,6 +22,8 @@ from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Wor
 from evoteam.gpu_bench.verify.reference import reference_solution
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
+pytestmark = pytest.mark.e2e
+
 S = EvaluationStatus
 
 

@@ -24,6 +24,8 @@ from evoteam.roles.prompt import (
 from evoteam.roles.role_file import RoleFileError, load_role_file, team_roles
 from evoteam.roles.spec import RoleSpec
 
+pytestmark = pytest.mark.unit
+
 
 def scale_add_task() -> KernelTask:
     return KernelTask(

@@ -14,7 +14,10 @@ from evoteam.gpu_bench.schema import Definition, Evaluation, EvaluationStatus, S
 DEFINITIONS = sorted((SHARED_DATA / "definitions").glob("*/*.json"))
 WORKLOAD_FILES = sorted((SHARED_DATA / "workloads").glob("*/*.jsonl"))
 
-pytestmark = pytest.mark.skipif(not DEFINITIONS, reason="the shared FlashInfer Trace data is not beside the repo")
+pytestmark = [
+    pytest.mark.unit,
+    pytest.mark.skipif(not DEFINITIONS, reason="the shared FlashInfer Trace data is not beside the repo"),
+]
 
 
 @pytest.mark.parametrize("path", DEFINITIONS, ids=lambda p: p.stem)

@@ -10,11 +10,16 @@ import pytest
 from lsp_support import _plain, lsp_session, sample_repo
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
+
+pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed (a dev tool: pip install -e .[dev])")
+
 from pytest_lsp import LanguageClient
 from test_server_commands import apply_edits, tuned_repo
 
 from conftest import git, init_repo
 from evoteam.gpu_bench.task import load_tasks
+
+pytestmark = pytest.mark.integration
 
 OTHER = """#include <cstdint>
 // out = x * x, not yet a task

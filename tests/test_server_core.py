@@ -13,6 +13,8 @@ from lsp_support import evolved_repo, later_run, lsp_session, raw_request, sampl
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def evolved(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> tuple[Path, str]:

@@ -33,6 +33,8 @@ from lsp_wire import (
     stop,
 )
 
+pytestmark = pytest.mark.integration
+
 SEED = int(os.environ.get("EVOTEAM_FUZZ_SEED", "6061"))
 COUNT = int(os.environ.get("EVOTEAM_FUZZ_COUNT", "3000"))
 

@@ -30,6 +30,9 @@ from typing import Any
 
 import pytest
 from hardening import record
+
+pytest.importorskip("hypothesis", reason="hypothesis is not installed (a dev tool: pip install -e .[dev])")
+
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from lsp_support import evolved_repo

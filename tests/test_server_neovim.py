@@ -17,7 +17,10 @@ from lsp_support import evolved_repo, server_env
 NVIM = shutil.which("nvim")
 CLIENT = Path(__file__).parent / "nvim" / "evoteam_client.lua"
 
-pytestmark = pytest.mark.skipif(NVIM is None, reason="nvim is not installed (Debian: apt-get install neovim)")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(NVIM is None, reason="nvim is not installed (Debian: apt-get install neovim)"),
+]
 
 
 @pytest.fixture

@@ -12,12 +12,17 @@ from pathlib import Path
 import pytest
 from lsp_support import evolved_repo, evoteam, lsp_session
 from lsprotocol import types as lsp
+
+pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed (a dev tool: pip install -e .[dev])")
+
 from pytest_lsp import LanguageClient
 
 from evoteam.server.features.progress import token_of
 from evoteam.supervisor.journal import Journal
 from evoteam.supervisor.state import RunState, fold
 from evoteam.supervisor.team import initial_team
+
+pytestmark = pytest.mark.integration
 
 RUN_TIMEOUT = 240.0
 

@@ -19,6 +19,8 @@ from lsp_support import evolved_repo, server_env
 from conftest import evoteam
 from evoteam.server.convert import entry_line
 
+pytestmark = pytest.mark.integration
+
 
 class Wire:
     """One JSON-RPC connection: requests by id; the server's notifications skipped, its requests answered null."""

@@ -15,8 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncssh
 import pytest
+
+pytest.importorskip("asyncssh", reason="asyncssh is not installed (the ssh extra: pip install -e .[ssh])")
+
+import asyncssh
 
 from conftest import DATA, kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
@@ -28,6 +31,8 @@ from evoteam.gpu_bench.runner import LocalRunner, WorkerStartError, WorkloadRun
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SourceFile, Workload
 from evoteam.gpu_bench.verify.reference import reference_solution
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
+
+pytestmark = pytest.mark.e2e
 
 SSHD = Path("/usr/sbin/sshd")
 WORKER = [sys.executable, "-m", "evoteam.gpu_bench.worker"]

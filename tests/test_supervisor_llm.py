@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from evoteam.gpu_bench.schema import EvaluationStatus as S
 from evoteam.roles.backends.scripted import ScriptedLLM, text
 from evoteam.roles.budget import TokenBudget
@@ -13,6 +15,8 @@ from evoteam.supervisor.llm_decide import llm_decide
 from evoteam.supervisor.records import CandidateRecord, RoundRecord, WorkloadOutcome
 from evoteam.supervisor.signals import signals
 from evoteam.supervisor.team import Team
+
+pytestmark = pytest.mark.unit
 
 KNOWN = {"Optimizer", "Debugger", "Disciplinarian"}
 ROUNDS = [

@@ -25,6 +25,8 @@ from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
 from evoteam.roles.backends.fake_prompt_cache import request_tokens
 from evoteam.roles.builtin import parse_verdict
 
+pytestmark = pytest.mark.integration
+
 EXAMPLE = REPO / "examples" / "rmsnorm"
 KERNEL = "rmsnorm_tuned.cpp"
 KEY = "test-key"

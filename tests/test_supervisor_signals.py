@@ -22,6 +22,8 @@ from evoteam.supervisor.rules import decide
 from evoteam.supervisor.signals import SignalConfig, signals
 from evoteam.supervisor.team import Team, initial_team
 
+pytestmark = pytest.mark.unit
+
 KNOWN = {
     "Optimizer",
     "Debugger",

@@ -25,6 +25,8 @@ from evoteam.gpu_bench.schema import Definition, RandomInput, SafetensorsInput, 
 from evoteam.gpu_bench.task import load_definition, load_workloads
 from evoteam.gpu_bench.verify.inputs import make_inputs
 
+pytestmark = pytest.mark.unit
+
 PAGED = {
     "name": "paged_prefill_ps4",
     "op_type": "paged",

@@ -10,6 +10,8 @@ from conftest import REPO
 from evoteam.gpu_bench.schema import Binding, Language
 from evoteam.gpu_bench.task import CONFIG_NAME, TaskError, find_task, load_tasks
 
+pytestmark = pytest.mark.unit
+
 EXAMPLE = REPO / "examples" / "rmsnorm"
 
 

@@ -60,6 +60,7 @@ def kit(tmp_path: Path) -> Kit:
 # -- file tools -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_view_numbers_lines_and_shows_a_range(kit: Kit) -> None:
     content, error, _ = kit.call("view", path="honest.cpp")
     assert not error
@@ -70,6 +71,7 @@ def test_view_numbers_lines_and_shows_a_range(kit: Kit) -> None:
     assert "out[i] = 2.0f * x[i] + y[i]" in content
 
 
+@pytest.mark.unit
 def test_view_errors_are_results(kit: Kit, tmp_path: Path) -> None:
     assert kit.call("view", path="nope.cpp")[:2] == ("'nope.cpp' does not exist", True)
     assert kit.call("view", path=".")[1]
@@ -81,6 +83,7 @@ def test_view_errors_are_results(kit: Kit, tmp_path: Path) -> None:
     assert error and "more than" in content
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("tool", ["view", "write", "str_replace", "list"])
 @pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "sub/../../outside.txt", "escape/secret.txt"])
 def test_every_file_tool_refuses_paths_out_of_the_workspace(kit: Kit, tmp_path: Path, tool: str, path: str) -> None:
@@ -102,6 +105,7 @@ def test_every_file_tool_refuses_paths_out_of_the_workspace(kit: Kit, tmp_path: 
     assert (tmp_path / "elsewhere" / "secret.txt").read_text() == "hidden words\n"
 
 
+@pytest.mark.unit
 def test_list_shows_files_with_sizes_and_folders(kit: Kit) -> None:
     (kit.workspace.root / "notes").mkdir()
     content, error, data = kit.call("list")
@@ -112,6 +116,7 @@ def test_list_shows_files_with_sizes_and_folders(kit: Kit) -> None:
     assert kit.call("list", path="honest.cpp")[1]
 
 
+@pytest.mark.unit
 def test_write_creates_folders_and_replaces_content(kit: Kit) -> None:
     content, error, data = kit.call("write", path="variants/v1.cpp", content="int a;\nint b;\n")
     assert not error and content == "wrote variants/v1.cpp (2 lines, 14 bytes)"
@@ -125,6 +130,7 @@ def test_write_creates_folders_and_replaces_content(kit: Kit) -> None:
     assert not (kit.workspace.root / "big.txt").exists()
 
 
+@pytest.mark.unit
 def test_str_replace_needs_exactly_one_match(kit: Kit) -> None:
     path = kit.workspace.root / "honest.cpp"
     before = path.read_text()
@@ -143,6 +149,7 @@ def test_str_replace_needs_exactly_one_match(kit: Kit) -> None:
     assert "replaced 1 occurrence in honest.cpp at line 3" in content
 
 
+@pytest.mark.unit
 def test_malformed_input_is_an_error_result_naming_the_problem(kit: Kit) -> None:
     missing = kit.toolbox.call("str_replace", {"path": "honest.cpp"})
     assert missing.is_error and "old: Field required" in missing.content and "new: Field required" in missing.content
@@ -159,6 +166,7 @@ def test_malformed_input_is_an_error_result_naming_the_problem(kit: Kit) -> None
 # -- compile ----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_compile_renders_diagnostics_resources_and_violations(tmp_path: Path) -> None:
     report = CheckResult(
         ok=False,
@@ -191,6 +199,7 @@ def test_compile_renders_diagnostics_resources_and_violations(tmp_path: Path) ->
     assert solution.sources[0].content == (KERNELS / "honest.cpp").read_text()
 
 
+@pytest.mark.unit
 def test_compile_a_variant_file_as_the_entry(kit: Kit) -> None:
     kit.call("write", path="v2.cpp", content="// variant\n")
     content, error, _ = kit.call("compile", path="v2.cpp")
@@ -203,6 +212,7 @@ def test_compile_a_variant_file_as_the_entry(kit: Kit) -> None:
     assert kit.call("compile", path="../honest.cpp")[1]
 
 
+@pytest.mark.integration
 def test_compile_with_the_real_checker_reports_gcc_diagnostics(tmp_path: Path) -> None:
     task = scale_add_task()
     workspace = seed_workspace(task, tmp_path / "ws")
@@ -229,6 +239,7 @@ def test_compile_with_the_real_checker_reports_gcc_diagnostics(tmp_path: Path) -
 # -- evaluate, profile, submit -----------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_evaluate_reports_status_speedups_failures_and_caches_by_content(tmp_path: Path) -> None:
     kit = Kit(tmp_path)
     kit.fake = FakeEvaluations(
@@ -256,12 +267,14 @@ def test_evaluate_reports_status_speedups_failures_and_caches_by_content(tmp_pat
     assert len(kit.fake.calls) == 2
 
 
+@pytest.mark.unit
 def test_evaluate_of_a_passing_kernel_shows_the_geomean(kit: Kit) -> None:
     content, _, data = kit.call("evaluate")
     assert content.splitlines()[0].startswith("status: PASSED — geomean 1.095x, mean 1.150x; 1/2 workloads faster")
     assert data is not None and data["geomean_speedup"] == pytest.approx((1.5 * 0.8) ** 0.5)
 
 
+@pytest.mark.unit
 def test_evaluate_without_the_kernel_file_is_an_error(kit: Kit) -> None:
     (kit.workspace.root / "honest.cpp").unlink()
     content, error, _ = kit.call("evaluate")
@@ -269,6 +282,7 @@ def test_evaluate_without_the_kernel_file_is_an_error(kit: Kit) -> None:
     assert kit.fake.calls == []
 
 
+@pytest.mark.unit
 def test_default_profiler_shows_timing_spread_per_workload(kit: Kit) -> None:
     content, error, data = kit.call("profile")
     assert not error
@@ -278,6 +292,7 @@ def test_default_profiler_shows_timing_spread_per_workload(kit: Kit) -> None:
     assert data is not None and [w["uuid"] for w in data["workloads"]] == ["small", "large"]
 
 
+@pytest.mark.unit
 def test_profiler_is_pluggable(tmp_path: Path) -> None:
     report = ProfileReport(
         profiler="ncu",
@@ -292,6 +307,7 @@ def test_profiler_is_pluggable(tmp_path: Path) -> None:
     assert kit.fake.calls == []
 
 
+@pytest.mark.unit
 def test_submit_snapshots_the_workspace_and_reuses_the_evaluation(kit: Kit) -> None:
     kit.call("str_replace", path="honest.cpp", old="2.0f * x[i]", new="x[i] + x[i]")
     kit.call("evaluate")
@@ -309,6 +325,7 @@ def test_submit_snapshots_the_workspace_and_reuses_the_evaluation(kit: Kit) -> N
     assert data is not None and data["solution"] == "scale_add-r2-opt-1-1"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("rationale", ["", "   ", "two\nlines", "x" * 401])
 def test_submit_needs_a_one_line_rationale(kit: Kit, rationale: str) -> None:
     result = kit.toolbox.call("submit_candidate", {"rationale": rationale})
@@ -316,6 +333,7 @@ def test_submit_needs_a_one_line_rationale(kit: Kit, rationale: str) -> None:
     assert kit.submissions == [] and kit.fake.calls == []
 
 
+@pytest.mark.unit
 def test_snapshot_keeps_the_task_build_spec(kit: Kit) -> None:
     solution = workspace_solution(kit.task, kit.workspace, "scale_add_f32", name="n", author="a")
     reference = kit.task.source_solution(kit.task.load_definition())
@@ -327,6 +345,7 @@ def test_snapshot_keeps_the_task_build_spec(kit: Kit) -> None:
 # -- knowledge tools ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_write_note_then_read_it_back(kit: Kit) -> None:
     content, error, data = kit.call(
         "write_note",
@@ -345,6 +364,7 @@ def test_write_note_then_read_it_back(kit: Kit) -> None:
     assert kit.call("write_note", kind="role_record", title="x")[1]  # role records are the supervisor's
 
 
+@pytest.mark.unit
 def test_a_strategy_that_matches_a_failed_attempt_is_flagged(kit: Kit) -> None:
     kit.call(
         "write_note",
@@ -364,6 +384,7 @@ def test_a_strategy_that_matches_a_failed_attempt_is_flagged(kit: Kit) -> None:
 # -- factory -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_toolbox_has_every_tool_and_narrows_to_each_builtin_role(kit: Kit) -> None:
     assert tuple(kit.toolbox.names) == TOOL_NAMES
     for role in builtin_roles().values():
@@ -374,6 +395,7 @@ def test_toolbox_has_every_tool_and_narrows_to_each_builtin_role(kit: Kit) -> No
         kit.toolbox.only(["view", "bash"])
 
 
+@pytest.mark.unit
 def test_tool_schemas_forbid_extra_fields_and_describe_every_field(kit: Kit) -> None:
     for spec in kit.toolbox.specs():
         schema = spec.input_schema
@@ -383,12 +405,14 @@ def test_tool_schemas_forbid_extra_fields_and_describe_every_field(kit: Kit) -> 
         assert spec.description
 
 
+@pytest.mark.unit
 def test_a_toolbox_over_a_workspace_copy_never_touches_the_repository(kit: Kit) -> None:
     kit.call("write", path="honest.cpp", content="// changed\n")
     assert (KERNELS / "honest.cpp").read_text().startswith("#include <cstdint>")
     assert isinstance(kit.toolbox, Toolbox) and isinstance(kit.workspace, Workspace)
 
 
+@pytest.mark.unit
 def test_rejected_result_shows_the_violations(kit: Kit) -> None:
     rejected = [WorkloadResult(uuid="w", axes={}, status=EvaluationStatus.REJECTED, reason="constraint violated")]
     result = CandidateResult(

@@ -20,6 +20,7 @@ from evoteam.gpu_bench.timing.statistics import TimingConfig, relative_noise
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch, compare
 
 
+@pytest.mark.unit
 def test_an_element_fails_only_if_both_absolute_and_relative_error_are_too_large() -> None:
     ref = torch.tensor([100.0, 0.001])
     # 100 -> 100.5: abs 0.5 > atol but rel 0.005 < rtol: passes. 0.001 -> 0.005: rel 4 > rtol but abs < atol.
@@ -29,6 +30,7 @@ def test_an_element_fails_only_if_both_absolute_and_relative_error_are_too_large
     assert "1 of 2" in failed.reason and failed.max_absolute_error == pytest.approx(2.0)
 
 
+@pytest.mark.unit
 def test_nan_where_the_reference_is_finite_fails_but_matching_nan_passes() -> None:
     nan = float("nan")
     bad = compare("o", torch.tensor([1.0, nan]), torch.tensor([1.0, 2.0]), 1e-2, 1e-2)
@@ -37,12 +39,14 @@ def test_nan_where_the_reference_is_finite_fails_but_matching_nan_passes() -> No
     assert isinstance(compare("o", torch.tensor([1.0]), torch.tensor([1.0, 2.0]), 1e-2, 1e-2), Mismatch)
 
 
+@pytest.mark.unit
 def test_relative_noise_of_constant_samples_is_zero_and_of_noisy_samples_is_positive() -> None:
     assert relative_noise([1.0] * 20) == 0.0
     assert relative_noise([1.0, 2.0] * 10) > 0.1
     assert math.isinf(relative_noise([1.0, 2.0]))
 
 
+@pytest.mark.unit
 def test_timing_stops_early_once_the_median_is_stable() -> None:
     ticks = iter(range(0, 10**12, 1000))  # a fake clock: every reading is 1 µs later
 
@@ -54,6 +58,7 @@ def test_timing_stops_early_once_the_median_is_stable() -> None:
     assert stats.noise == 0.0 and stats.warmup_calls == 3
 
 
+@pytest.mark.unit
 def test_summary_geomean_mean_faster_and_worst() -> None:
     ok = EvaluationStatus.PASSED
     results = [WorkloadResult(uuid=u, axes={}, status=ok, speedup=s) for u, s in (("a", 2.0), ("b", 0.5), ("c", 4.0))]
@@ -67,6 +72,7 @@ def test_summary_geomean_mean_faster_and_worst() -> None:
     assert failed.worst is not None and failed.worst.status == EvaluationStatus.TIMEOUT
 
 
+@pytest.mark.integration
 def test_a_repeated_build_is_a_cache_hit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     solution = kernel_solution("honest.cpp")
     first = build(solution, tmp_path)
@@ -81,6 +87,7 @@ def test_a_repeated_build_is_a_cache_hit(tmp_path: Path, monkeypatch: pytest.Mon
     assert again.diagnostics == first.diagnostics and again.log == first.log
 
 
+@pytest.mark.integration
 def test_flags_and_sources_change_the_build_key() -> None:
     solution = kernel_solution("honest.cpp")
     other_flags = solution.model_copy(
@@ -92,12 +99,14 @@ def test_flags_and_sources_change_the_build_key() -> None:
     assert len(keys) == 3
 
 
+@pytest.mark.integration
 def test_a_compile_error_keeps_the_compiler_log_and_caches_nothing(tmp_path: Path) -> None:
     result = build(kernel_solution("compile_error.cpp"), tmp_path)
     assert not result.ok and "undefined_symbol" in result.log
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.integration
 def test_operand_flush_helper_builds_and_leaves_data_intact() -> None:
     data = torch.arange(100_000, dtype=torch.float32)
     before = data.clone()
@@ -107,6 +116,7 @@ def test_operand_flush_helper_builds_and_leaves_data_intact() -> None:
     assert torch.equal(data, before)
 
 
+@pytest.mark.integration
 def test_a_worker_that_cannot_start_is_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from evoteam.gpu_bench.runner import LocalRunner, WorkerStartError
     from evoteam.gpu_bench.worker import client

@@ -9,10 +9,13 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import pytest
 from annotated_types import Ge, Le
 from pydantic.fields import FieldInfo
 
 from evoteam.server.settings import CLIENT_ONLY, SECTION, Settings
+
+pytestmark = pytest.mark.unit
 
 MANIFEST = Path(__file__).resolve().parent.parent / "vscode-extension" / "package.json"
 

@@ -6,11 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import DATA, kernel_solution
 from evoteam.gpu_bench.schema import EvaluationStatus
 from evoteam.gpu_bench.task import load_definition, load_workloads
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
 from evoteam.gpu_bench.worker.protocol import RESPONSE, BuildRequest, Built, Evaluated, EvaluateRequest, Failed, Ready
+
+pytestmark = pytest.mark.integration
 
 
 def test_worker_speaks_json_lines_and_survives_garbage(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ captured when it started, and a worker whose state changed is replaced (the log 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 from dataclasses import dataclass, field
@@ -72,7 +71,8 @@ def differences(before: ProcessState, after: ProcessState) -> list[str]:
 
 
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    """The C library (and libm) as this process already has them loaded: no lookup, no ``ldconfig`` run."""
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _handlers() -> dict[str, int]:
@@ -92,8 +92,7 @@ def _handlers() -> dict[str, int]:
 
 def _rounding() -> int | None:
     try:
-        libm = ctypes.CDLL(ctypes.util.find_library("m") or None)
-        return int(libm.fegetround())
+        return int(_libc().fegetround())  # libm is loaded in every CPython process
     except (OSError, AttributeError):
         return None
 

@@ -284,8 +284,9 @@ export async function runCommand(page, title, { timeoutMs = 30000 } = {}) {
   await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: timeoutMs });
 }
 
-/** Waits for a notification toast containing `text` (string or RegExp), faded in; returns its locator. */
-export async function waitForNotification(page, text, { timeoutMs = 30000 } = {}) {
+/** Waits for a notification toast containing `text` (string or RegExp), faded in; returns its locator. The wait is
+ * long (a busy machine may take its time to get there): it only catches a toast that never comes. */
+export async function waitForNotification(page, text, { timeoutMs = 120000 } = {}) {
   // fade-in: shown (at once with reduceMotion on, which ends with no transitionend); fade-in-done: animated in.
   const toast = page.locator('.notifications-toasts .notification-toast:is(.notification-fade-in, .notification-fade-in-done)',
     { hasText: text }).first();

@@ -25,13 +25,13 @@ const found = {};
 let failed = null;
 try {
   await vs.openFile(args.kernel); // a C++ file activates the extension, which tries to start the server
-  const toast = await vs.waitForNotification(args.expect, { timeoutMs: 60_000 });
+  const toast = await vs.waitForNotification(args.expect, { timeoutMs: 120_000 });
   found.message = (await toast.locator('.notification-list-item-message').innerText()).trim();
   found.buttons = (await toast.locator('.monaco-button').allInnerTexts()).map((t) => t.trim());
   await vs.screenshot('1-error');
   await toast.locator('.monaco-button', { hasText: 'Show log' }).click();
   const log = vs.page.locator('.output-view, .part.panel .editor-instance .view-lines').filter({ hasText: args.expect }).first();
-  await log.waitFor({ timeout: 30_000 });
+  await log.waitFor({ timeout: 120_000 });
   found.logShown = true;
   await vs.screenshot('2-log');
   found.external = vs.externalRequests();

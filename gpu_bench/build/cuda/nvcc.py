@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from evoteam.gpu_bench.sandbox.run import run_confined
 from evoteam.gpu_bench.build.tool_version import version_line
+from evoteam.gpu_bench.sandbox.run import run_confined
 
 DEFAULT_ARCH = "sm_90a"
 DEFAULT_NVCC_FLAGS = ("-O3",)
