@@ -199,34 +199,20 @@ class Evaluator:
 def _workload_result(run: WorkloadRun, base: WorkloadRun | None) -> WorkloadResult:
     """Paired: the median ratio and its interval; otherwise the ratio of the two runs' medians."""
     o = run.outcome
-    speedup = None
-    base_timing = base.outcome.timing if base is not None else None
+    result = WorkloadResult(
+        uuid=run.workload.uuid, axes=run.workload.axes, status=o.status, reason=o.reason, timing=o.timing
+    )
     paired = o.paired if o.status == EvaluationStatus.PASSED else None
     if paired is not None:
-        return WorkloadResult(
-            uuid=run.workload.uuid,
-            axes=run.workload.axes,
-            status=o.status,
-            reason=o.reason,
-            timing=o.timing,
-            baseline_timing=paired.incumbent,
-            speedup=paired.ratio,
-            ci=paired.ci,
-            pairs=paired.pairs,
-            flags=workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus) + _fixed(run.workload),
-        )
+        flags = workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus) + _fixed(run.workload)
+        update = {"baseline_timing": paired.incumbent, "speedup": paired.ratio, "ci": paired.ci}
+        return result.model_copy(update={**update, "pairs": paired.pairs, "flags": flags})
+    base_timing = base.outcome.timing if base is not None else None
+    speedup = None
     if o.status == EvaluationStatus.PASSED and o.timing is not None and base_timing is not None:
         speedup = base_timing.median_ms / o.timing.median_ms if o.timing.median_ms > 0 else 0.0
-    return WorkloadResult(
-        uuid=run.workload.uuid,
-        axes=run.workload.axes,
-        status=o.status,
-        reason=o.reason,
-        timing=o.timing,
-        baseline_timing=base_timing,
-        speedup=speedup,
-        flags=workload_flags(speedup, None) + _fixed(run.workload),
-    )
+    flags = workload_flags(speedup, None) + _fixed(run.workload)
+    return result.model_copy(update={"baseline_timing": base_timing, "speedup": speedup, "flags": flags})
 
 
 def _fixed(workload: Workload) -> list[str]:
