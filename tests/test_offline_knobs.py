@@ -130,6 +130,15 @@ def test_declared_knobs_override_found_values_and_new_names_become_defines() -> 
         find_knobs(SOURCE, declared={"BLOCK": []})
 
 
+def test_a_declared_knob_the_source_defines_under_any_name_is_rewritten_in_place() -> None:
+    source = "#define PASSES 8\nconstexpr int kRepeat = 4;\nint f() { return PASSES * kRepeat; }\n"
+    knobs = by_name(find_knobs(source, declared={"PASSES": [1, 8], "kRepeat": [1, 4]}))
+    assert knobs["PASSES"].kind == "define" and knobs["PASSES"].current == 8
+    assert knobs["kRepeat"].kind == "constexpr" and knobs["kRepeat"].current == 4
+    out = apply(source, {"PASSES": 1, "kRepeat": 1}, list(knobs.values()))
+    assert out == "#define PASSES 1\nconstexpr int kRepeat = 1;\nint f() { return PASSES * kRepeat; }\n"
+
+
 def test_apply_refuses_unknown_knobs_and_knobs_of_another_source() -> None:
     knobs = find_knobs(SOURCE)
     with pytest.raises(ValueError, match="unknown knobs"):

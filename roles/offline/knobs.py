@@ -113,14 +113,15 @@ def _template_lists(text: str) -> list[tuple[int, str]]:
     return found
 
 
-def _literal_sites(text: str) -> list[tuple[str, KnobKind, int, int]]:
-    """(name, kind, start, end) of every literal value that is a knob, in source order."""
+def _literal_sites(text: str, declared: frozenset[str] = frozenset()) -> list[tuple[str, KnobKind, int, int]]:
+    """(name, kind, start, end) of every literal value that is a knob, in source order: size-like names, and
+    any ``#define`` or ``constexpr`` whose name is ``declared``."""
     sites: list[tuple[str, KnobKind, int, int]] = []
     for m in _DEFINE.finditer(text):
-        if m.group(1).isupper() and looks_like_size(m.group(1)):
+        if (m.group(1).isupper() and looks_like_size(m.group(1))) or m.group(1) in declared:
             sites.append((m.group(1), "define", m.start(2), m.end(2)))
     for m in _CONSTEXPR.finditer(text):
-        if looks_like_size(m.group(1)):
+        if looks_like_size(m.group(1)) or m.group(1) in declared:
             sites.append((m.group(1), "constexpr", m.start(2), m.end(2)))
     for offset, params in _template_lists(text):
         for m in _TEMPLATE_PARAM.finditer(params):
@@ -147,7 +148,7 @@ def find_knobs(source: str, cuda: bool = False, declared: Mapping[str, Sequence[
     """The knobs of ``source`` in source order (declared-only knobs last), each with candidate values."""
     text = mask(source)
     knobs: dict[str, Knob] = {}
-    for name, kind, start, end in _literal_sites(text):
+    for name, kind, start, end in _literal_sites(text, frozenset(declared or {})):
         spot = Spot(start=start, end=end, line=_line(source, start), text=source[start:end])
         if name in knobs:
             knobs[name].spots.append(spot)
