@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from evoteam.gpu_bench.timing.flush import buffer_flusher
+from evoteam.gpu_bench.timing.paired import cpu_measure
 from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats, relative_noise, summarize_samples
 
 
@@ -24,6 +25,7 @@ def time_call(
     ``flush`` (default: the big-buffer flush when ``config.flush_cache``). Exceptions of ``call`` propagate."""
     if flush is None or not config.flush_cache:
         flush = buffer_flusher() if config.flush_cache else _no_flush
+    measure = cpu_measure(flush, clock)
     warm_calls = 0
     deadline = clock() + int(config.warmup_s * 1e9)
     while warm_calls < 3 or clock() < deadline:
@@ -35,10 +37,7 @@ def time_call(
     while len(samples) < config.max_samples:
         if before_sample is not None:
             before_sample(len(samples))
-        flush()
-        start = clock()
-        call()
-        samples.append((clock() - start) / 1e6)
+        samples.append(measure(call))
         if len(samples) >= config.min_samples:
             noise = relative_noise(samples)
             if noise < config.target_noise or clock() > stop_at:

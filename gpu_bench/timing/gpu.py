@@ -71,24 +71,18 @@ def time_cuda_call(
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> TimingStats:
     """Times ``call`` with CUDA events; exceptions of ``call`` (and CUDA errors) propagate."""
+    warm, measure = cuda_warm(device), cuda_measure(device, config.flush_cache)
     warm_calls = 0
     deadline = clock() + int(config.warmup_s * 1e9)
     while warm_calls < 3 or clock() < deadline:
-        call()
-        device.synchronize()  # warm-up by time: without it the host would queue far more than warmup_s of work
+        warm(call)
         warm_calls += 1
     samples: list[float] = []
     stop_at = clock() + int(config.max_time_s * 1e9)
     while len(samples) < config.max_samples:
         if before_sample is not None:
             before_sample(len(samples))
-        if config.flush_cache:
-            device.flush_l2()
-        start = device.record()
-        call()
-        end = device.record()
-        device.synchronize()
-        samples.append(start.elapsed_ms(end))
+        samples.append(measure(call))
         if len(samples) >= config.min_samples and (relative_noise(samples) < config.target_noise or clock() > stop_at):
             break
     clock_mhz = device.sm_clock_mhz()
@@ -125,7 +119,7 @@ def cuda_warm(device: CudaDevice) -> Callable[[Callable[[], object]], None]:
 
     def warm(call: Callable[[], object]) -> None:
         call()
-        device.synchronize()
+        device.synchronize()  # warm-up by time: without it the host would queue far more than warmup_s of work
 
     return warm
 
