@@ -172,9 +172,10 @@ def run_accept(args: argparse.Namespace) -> int:
             f"run {args.run_id} has no committed candidate {chosen!r}; `evoteam show {args.run_id}` lists them"
         )
     if candidate.record is None or not significant(candidate.record, state.config.min_effect):
+        claimed = candidate.record.speed() if candidate.record else "-"
         print(
             f"evoteam accept: warning: {chosen} is not significantly faster than the start "
-            f"({_vs_start(candidate.record)}); accepting it because you named it",
+            f"({claimed} over the start); accepting it because you named it",
             file=sys.stderr,
         )
     try:
@@ -193,13 +194,6 @@ def run_accept(args: argparse.Namespace) -> int:
     )
     print(f"accepted {chosen}{speed} into {', '.join(paths)}")
     return 0
-
-
-def _vs_start(record: Any) -> str:
-    if record is None or record.geomean_speedup is None:
-        return "no speedup measured"
-    ci = f", 95% CI {record.geomean_ci[0]:.3f}-{record.geomean_ci[1]:.3f}" if record.geomean_ci else ""
-    return f"{record.geomean_speedup:.3f}x over the start{ci}"
 
 
 def _dirty(root: Path, path: str) -> bool:

@@ -10,7 +10,6 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from evoteam.supervisor.records import CandidateRecord
 from evoteam.supervisor.state import RunConfig, RunState
 
 
@@ -115,7 +114,7 @@ def show(state: RunState, console: Console) -> None:
     )
     if start is not None:
         console.print(
-            f"start (r00-start, the incumbent): {start.status.value} · {_speed(start)} over the task's baseline",
+            f"start (r00-start, the incumbent): {start.status.value} · {start.speed()} over the task's baseline",
             highlight=False,
         )
     table = Table("round", "candidate", "role", "status", "vs start (95% CI)", "faster", "rationale")
@@ -126,7 +125,7 @@ def show(state: RunState, console: Console) -> None:
             c.id + (" ★" if c.id == state.best else ""),
             c.role,
             (r.status.value + (" vetoed" if r.vetoed else "")) if r else "not evaluated",
-            _speed(r) if r else "-",
+            r.speed() if r else "-",
             f"{r.faster}/{r.total}" if r else "-",
             c.rationale[:60],
         )
@@ -135,10 +134,3 @@ def show(state: RunState, console: Console) -> None:
         console.print(f"- {decision.note()}")
         for signal in decision.signals:
             console.print(f"    signal {signal.name}: {signal.summary}")
-
-
-def _speed(record: CandidateRecord) -> str:
-    if record.geomean_speedup is None:
-        return "-"
-    ci = f" ({record.geomean_ci[0]:.2f}-{record.geomean_ci[1]:.2f})" if record.geomean_ci else ""
-    return f"{record.geomean_speedup:.3f}x{ci}"

@@ -53,6 +53,13 @@ class CandidateRecord(BaseModel):
     workloads: list[WorkloadOutcome] = Field(default_factory=list)
     """Per-workload outcomes (journals written before they were recorded have none)."""
 
+    def speed(self) -> str:
+        """The geomean with its interval as people read it (``1.976x (95% CI 1.73-2.10)``); ``-`` without one."""
+        if self.geomean_speedup is None:
+            return "-"
+        ci = f" (95% CI {self.geomean_ci[0]:.2f}-{self.geomean_ci[1]:.2f})" if self.geomean_ci else ""
+        return f"{self.geomean_speedup:.3f}x{ci}"
+
 
 class RoundRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -56,7 +56,7 @@ def ensure_start(run: RunContext) -> Solution | None:
         result = run.services.evaluations(state.team, None).evaluate(solution)
         record = result_record(START_ID, 0, "start", "the kernel the run started from", result)
         run.log.record(StartEvaluated(solution=solution.model_dump(mode="json"), record=record))
-        run.reporter.activity(f"start: {_speed(record)} over the task's baseline ({record.status.value})")
+        run.reporter.activity(f"start: {record.speed()} over the task's baseline ({record.status.value})")
     assert state.start is not None and state.start_solution is not None
     if state.start.status != EvaluationStatus.PASSED:
         return None
@@ -179,10 +179,3 @@ def result_record(cid: str, round_number: int, role: str, rationale: str, result
             for w in result.workloads
         ],
     )
-
-
-def _speed(record: CandidateRecord) -> str:
-    if record.geomean_speedup is None:
-        return "-"
-    ci = f" (95% CI {record.geomean_ci[0]:.3f}-{record.geomean_ci[1]:.3f})" if record.geomean_ci else ""
-    return f"{record.geomean_speedup:.3f}x{ci}"
