@@ -10,6 +10,7 @@ captured when it started, and a worker whose state changed is replaced (the log 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ def differences(before: ProcessState, after: ProcessState) -> list[str]:
     return found
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
     """The C library (and libm) as this process already has them loaded: no lookup, no ``ldconfig`` run."""
     return ctypes.CDLL(None, use_errno=True)

@@ -47,7 +47,7 @@ from evoteam.gpu_bench.worker.protocol import (
     Ready,
     ShutdownRequest,
 )
-from evoteam.gpu_bench.worker.threads import ThreadPolicy, default_policy
+from evoteam.gpu_bench.worker.threads import ThreadPolicy
 from evoteam.gpu_bench.worker.threads import apply as apply_threads
 
 
@@ -185,12 +185,11 @@ def serve(
     log_path: Path,
     cache_root: Path | None,
     memory_limit_mb: int | None,
-    max_processes: int | None = None,
-    policy: ThreadPolicy | None = None,
+    max_processes: int | None,
+    threads: ThreadPolicy,
 ) -> int:
-    """Serves requests until shutdown or end of input; ``policy`` (default: every allowed CPU, a thread each)
-    is applied first and recorded in the environment it reports."""
-    threads = policy if policy is not None else default_policy()
+    """Serves requests until shutdown or end of input; the thread policy ``threads`` (whose environment the
+    caller set before torch loaded) is applied first and recorded in the environment it reports."""
     apply_threads(threads)
     sys.dont_write_bytecode = True  # build cache entries stay as built (a planted .pyc is caught on read)
     proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")

@@ -83,10 +83,10 @@ def format_cpus(cpus: list[int]) -> str:
 
 
 def apply(policy: ThreadPolicy) -> None:
-    """Pins this process to the policy's CPUs and sets torch's pool (the environment was set at spawn)."""
+    """Pins this process to the policy's CPUs and sets torch's pool. The environment is not set here: it must
+    be in place before torch loads (``python -m evoteam.gpu_bench.worker`` sets it first)."""
     import torch
 
     if hasattr(os, "sched_setaffinity"):  # Linux
         os.sched_setaffinity(0, policy.cpus)
-    os.environ.update(policy.environment())
     torch.set_num_threads(policy.threads)
