@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from evoteam.gpu_bench.timing.flush import buffer_flusher
-from evoteam.gpu_bench.timing.paired import cpu_measure
+from evoteam.gpu_bench.timing.paired import cpu_measure, warm_up
 from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats, relative_noise, summarize_samples
 
 
@@ -26,11 +26,7 @@ def time_call(
     if flush is None or not config.flush_cache:
         flush = buffer_flusher() if config.flush_cache else _no_flush
     measure = cpu_measure(flush, clock)
-    warm_calls = 0
-    deadline = clock() + int(config.warmup_s * 1e9)
-    while warm_calls < 3 or clock() < deadline:
-        call()
-        warm_calls += 1
+    warm_calls = warm_up(call, config, clock)
     samples: list[float] = []
     stop_at = clock() + int(config.max_time_s * 1e9)
     noise = math.inf

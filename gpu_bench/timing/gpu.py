@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
+from evoteam.gpu_bench.timing.paired import warm_up
 from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats, relative_noise, summarize_samples
 
 MIN_FLUSH_BYTES = 64 * 1024**2
@@ -72,11 +73,7 @@ def time_cuda_call(
 ) -> TimingStats:
     """Times ``call`` with CUDA events; exceptions of ``call`` (and CUDA errors) propagate."""
     warm, measure = cuda_warm(device), cuda_measure(device, config.flush_cache)
-    warm_calls = 0
-    deadline = clock() + int(config.warmup_s * 1e9)
-    while warm_calls < 3 or clock() < deadline:
-        warm(call)
-        warm_calls += 1
+    warm_calls = warm_up(lambda: warm(call), config, clock)
     samples: list[float] = []
     stop_at = clock() + int(config.max_time_s * 1e9)
     while len(samples) < config.max_samples:

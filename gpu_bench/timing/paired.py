@@ -5,6 +5,8 @@ A claim "B is faster than A" compares two kernels measured in the same session: 
 runs before each pair) and the same cache flush before each call. Each pair gives one ratio ``time A /
 time B``; sampling stops when the 95% interval of the median ratio is narrow enough (``target_noise``) or the
 time cap is reached (twice ``max_time_s``: two kernels share it). Machine load is sampled while timing.
+
+``warm_up`` and ``cpu_measure`` are the pieces the single-kernel timers (``cpu.py``, ``gpu.py``) use as well.
 """
 
 from __future__ import annotations
@@ -35,12 +37,12 @@ def time_pair(
     """Warms both kernels by time, alternating, then samples pairs in ABBA order. ``warm(call)`` makes one
     untimed call (and waits for it); ``before_pair(i)`` runs before pair i, outside the timed regions."""
     probe = runnable if runnable is not None else runnable_tasks
-    warm_calls = 0
-    deadline = clock() + int(config.warmup_s * 1e9)
-    while warm_calls < 3 or clock() < deadline:
+
+    def warm_both() -> None:
         warm(incumbent)
         warm(candidate)
-        warm_calls += 1
+
+    warm_calls = warm_up(warm_both, config, clock)
     a_ms: list[float] = []
     b_ms: list[float] = []
     ratios: list[float] = []
@@ -70,6 +72,16 @@ def time_pair(
     # the reading counts this worker's own running thread: subtract it, so an idle machine reads about 0
     mean_load = max(0.0, sum(loads) / len(loads) - 1) if loads else None
     return stats.model_copy(update={"runnable": mean_load, "cpus": cpus})
+
+
+def warm_up(step: Callable[[], object], config: TimingConfig, clock: Callable[[], int]) -> int:
+    """Repeats ``step`` for ``config.warmup_s`` (at least 3 times); how many times it ran."""
+    steps = 0
+    deadline = clock() + int(config.warmup_s * 1e9)
+    while steps < 3 or clock() < deadline:
+        step()
+        steps += 1
+    return steps
 
 
 def cpu_measure(flush: Callable[[], None], clock: Callable[[], int] = time.perf_counter_ns) -> Measure:
