@@ -103,7 +103,7 @@ def run_solution(
 ) -> SolutionRun:
     """Builds ``solution`` in ``worker``, then evaluates it on each workload in turn (``blob_root`` as the
     worker sees it)."""
-    request = BuildRequest(id=worker.next_id(), solution=solution, definition=definition)
+    request = BuildRequest(id=worker.next_id(), solution=solution, definition=definition, isolate=config.isolate)
     try:
         built = worker.build(request, BUILD_TIMEOUT_S)
     except WorkerLost as lost:

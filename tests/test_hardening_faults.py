@@ -166,7 +166,7 @@ FAULTS = [
     Fault("writes_outside.cpp", {S.RUNTIME_ERROR}, "returned 30"),  # EROFS: the root is read-only
     # ECONNREFUSED or ENETUNREACH: the sandbox has a loopback of its own, where nobody listens
     Fault("opens_socket.cpp", {S.RUNTIME_ERROR}, ("returned 111", "returned 101")),
-    Fault("background_process.cpp", {S.PASSED}, ""),
+    Fault("background_process.cpp", {S.RUNTIME_ERROR}, "which the native host forbids"),  # its fork is refused
     Fault("reads_secrets.cpp", {S.PASSED}, ""),  # it returns how many secrets it read: none
 ]
 
@@ -210,8 +210,6 @@ def test_each_fault_gets_a_status_and_the_evaluator_survives_it(
     assert honest.status == S.PASSED, [w.reason for w in honest.workloads]
     assert not daemons, "a process the candidate started outlived the call"
     assert not escaped and not leaked and faults.listener.connections == 0
-    if fault.kernel == "background_process.cpp":
-        assert "the candidate left running" in logs
 
 
 @pytest.mark.slow

@@ -25,6 +25,10 @@ class KernelCallError(RuntimeError):
     """The kernel reported a failure (non-zero return code, an exception)."""
 
 
+class KernelIntegrityError(KernelCallError):
+    """The kernel tampered with the harness around it (forged a message to its host): a rejection, not a crash."""
+
+
 class Kernel(Protocol):
     destination_passing: bool
     device: str

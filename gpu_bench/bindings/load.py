@@ -12,7 +12,9 @@ from evoteam.gpu_bench.bindings.tvm_ffi import TvmFfiKernel
 from evoteam.gpu_bench.schema import Binding, Definition, Language, Solution
 
 
-def load_kernel(solution: Solution, artifact: str, definition: Definition) -> Kernel:
+def load_kernel(solution: Solution, artifact: str, definition: Definition, isolate: bool = False) -> Kernel:
+    """The solution's kernel; with ``isolate``, a C ABI kernel on the CPU runs in a native host process of its
+    own (``host.py``) instead of the caller's."""
     spec = solution.spec
     binding = spec.resolved_binding()
     if binding in (Binding.C, Binding.TVM_FFI, Binding.PYCUDA) and not spec.destination_passing_style:
@@ -22,6 +24,10 @@ def load_kernel(solution: Solution, artifact: str, definition: Definition) -> Ke
     if binding == Binding.PYCUDA:
         raise KernelLoadError(f"the pycuda binding loads a CUDA cubin, not a {spec.language.value} solution")
     if binding == Binding.C:
+        if isolate:
+            from evoteam.gpu_bench.bindings.host import HostKernel
+
+            return HostKernel(artifact, spec.entry_symbol, definition)
         return CKernel(artifact, spec.entry_symbol, definition)
     if binding == Binding.TVM_FFI:
         return TvmFfiKernel(artifact, spec.entry_symbol, definition)

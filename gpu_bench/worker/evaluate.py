@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.bindings import Kernel, KernelCallError
+from evoteam.gpu_bench.bindings import Kernel, KernelCallError, KernelIntegrityError
 from evoteam.gpu_bench.bindings.device import CUDA, cuda_healthy, is_device_error, synchronize
 from evoteam.gpu_bench.bindings.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
@@ -48,6 +48,10 @@ class EvalConfig(BaseModel):
     keep_going: bool = False
     """After a workload times out or crashes, evaluate the rest anyway (default: skip them with that reason,
     so a hanging candidate costs one timeout, not one per workload)."""
+    isolate: bool = True
+    """Run C ABI kernels on the CPU in a native host process of their own (``bindings/host.py``): the worker
+    that holds the reference outputs and decides the verdict never shares an address space with them. Off: they
+    are called in the worker's process through ctypes (faster to start, no isolation)."""
     incumbent: Solution | None = None
     """Time the kernel interleaved with this one (the start kernel) in the same worker, on the same inputs:
     the outcome's ``paired`` holds the per-pair ratios, the speedup and its interval. The incumbent's
@@ -140,7 +144,10 @@ def evaluate_workload(
 
 
 def failure(kernel: Kernel, exc: Exception, prefix: str = "") -> WorkloadOutcome:
-    """RUNTIME_ERROR for an exception of the kernel; a DeviceFault if it is a CUDA error or left one behind."""
+    """RUNTIME_ERROR for an exception of the kernel (REJECTED if it tampered with the harness); a DeviceFault
+    if it is a CUDA error or left one behind."""
+    if isinstance(exc, KernelIntegrityError):
+        return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"{prefix}{exc}")
     outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=f"{prefix}{_describe(exc)}")
     if kernel.device == CUDA and (is_device_error(exc) or not cuda_healthy()):
         reason = f"{outcome.reason} (a CUDA error: the worker's GPU context is unusable, so the worker was replaced)"

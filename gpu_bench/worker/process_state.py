@@ -71,6 +71,19 @@ def differences(before: ProcessState, after: ProcessState) -> list[str]:
     return found
 
 
+def forbid_inspection() -> bool:
+    """Makes this process non-dumpable: no other process of the same user may ptrace it or read its memory
+    through ``/proc/PID/mem`` (a native host's candidate looking for the reference outputs). False where
+    that is not possible."""
+    try:
+        return int(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_PR_SET_DUMPABLE = 4
+
+
 @functools.cache
 def _libc() -> ctypes.CDLL:
     """The C library (and libm) as this process already has them loaded: no lookup, no ``ldconfig`` run."""

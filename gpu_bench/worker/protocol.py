@@ -16,6 +16,8 @@ class BuildRequest(BaseModel):
     id: int
     solution: Solution
     definition: Definition
+    isolate: bool = True
+    """Load it as ``EvalConfig.isolate`` says (a C ABI kernel on the CPU in a native host of its own)."""
 
 
 class EvaluateRequest(BaseModel):

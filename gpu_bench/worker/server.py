@@ -56,7 +56,7 @@ class _Worker:
         self._out = out
         self._log_path = log_path
         self._cache_root = cache_root
-        self._kernels: dict[str, Kernel] = {}
+        self._kernels: dict[tuple[str, bool], Kernel] = {}
         self._references: dict[str, RunReference] = {}
         self._threads = torch.get_num_threads()
         self._pristine = integrity.snapshot()
@@ -72,24 +72,35 @@ class _Worker:
         return self._evaluate(request)
 
     def _build(self, request: BuildRequest) -> Built:
-        key = request.solution.content_hash()
+        key = (request.solution.content_hash(), request.isolate)
         result = build(request.solution, self._cache_root)
         load_error = None
         if result.ok and result.artifact is not None and key not in self._kernels:
             try:
-                self._kernels[key] = load_kernel(request.solution, result.artifact, request.definition)
+                self._kernels[key] = load_kernel(request.solution, result.artifact, request.definition, request.isolate)
             except KernelLoadError as exc:
                 load_error = str(exc)
         return Built(id=request.id, build=result, load_error=load_error)
 
     def _loaded(self, request: EvaluateRequest, solution: Solution) -> Kernel | Failed:
-        kernel = self._kernels.get(solution.content_hash())
+        isolate = request.config.isolate
+        kernel = self._kernels.get((solution.content_hash(), isolate))
         if kernel is None:
-            built = self._build(BuildRequest(id=request.id, solution=solution, definition=request.definition))
+            built = self._build(
+                BuildRequest(id=request.id, solution=solution, definition=request.definition, isolate=isolate)
+            )
             if not built.build.ok or built.load_error:
                 return Failed(id=request.id, error="load", message=built.load_error or built.build.log)
-            kernel = self._kernels[solution.content_hash()]
+            kernel = self._kernels[(solution.content_hash(), isolate)]
         return kernel
+
+    def release_hosts(self) -> None:
+        """Ends the native hosts of this request's kernels (the next request starts fresh ones), so nothing
+        of a candidate outlives its request and no host counts as a stray."""
+        for kernel in self._kernels.values():
+            release = getattr(kernel, "release", None)
+            if release is not None:
+                release()
 
     def _evaluate(self, request: EvaluateRequest) -> Evaluated | Failed:
         kernel = self._loaded(request, request.solution)
@@ -208,6 +219,7 @@ def serve(
         strays.limit_processes(max_processes)
     strays.become_subreaper()
     strays.exit_with_parent()
+    process_state.forbid_inspection()
     worker = _Worker(proto_out, log_path, cache_root)
     described = environment()
     described.libs["threads"] = threads.describe()
@@ -224,7 +236,9 @@ def serve(
             return 0
         try:
             before = process_state.capture()
-            response = _without_strays(worker.handle(request))
+            handled = worker.handle(request)
+            worker.release_hosts()
+            response = _without_strays(handled)
             left = process_state.differences(before, process_state.capture())
             if left:  # the next candidate must not inherit it: this worker answers and is replaced
                 worker.tainted = True

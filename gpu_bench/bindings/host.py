@@ -1,0 +1,266 @@
+"""C ABI kernels on the CPU, run in a native host process of their own (``host_program.py``).
+
+The worker holds the reference outputs and decides every verdict; the candidate's code never runs in its
+address space. A binding moves the tensors it is given into memfds (in place: the worker's tensors keep
+their identity, only their storage moves) and passes the fds to the host, which maps them; the kernel's
+outputs are read by the worker from that shared memory. A call is timed by the worker's own clock around
+the round trip. Right after the host answers, the worker stops it (SIGSTOP, every thread), and continues it
+only for the next call: a kernel that returns early and finishes its work in a thread is frozen with its
+outputs unfinished, and the checks see them so. An answer with the wrong nonce, or a message the worker did
+not ask for, is a ``KernelIntegrityError``: the candidate wrote to the control socket itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import mmap
+import os
+import secrets
+import signal
+import socket
+import struct
+import subprocess
+import weakref
+from collections.abc import Mapping
+
+import torch
+
+from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelIntegrityError, KernelLoadError
+from evoteam.gpu_bench.bindings.dtypes import c_scalar_type
+from evoteam.gpu_bench.bindings.host_program import executable
+from evoteam.gpu_bench.schema import Definition, DType
+from evoteam.gpu_bench.verify.inputs import Value
+
+_ARG = struct.Struct("<IIQqd")
+_CALL = struct.Struct("<cxxxIQ")
+_ANSWER = struct.Struct("<cxxxiQ")
+_START_S = 30.0
+
+
+class _Map(mmap.mmap):
+    """An mmap that can be weakly referenced (the registry of shared storages follows its lifetime)."""
+
+
+_SHARED: dict[int, tuple[weakref.ref[_Map], int, int]] = {}
+"""Storage address -> (its mapping, its memfd, its size) for every storage moved into shared memory."""
+
+
+def share(tensor: torch.Tensor) -> tuple[int, int, int]:
+    """(memfd, size, byte offset) of ``tensor``'s storage, moving the storage into a memfd first if needed."""
+    storage = tensor.untyped_storage()
+    entry = _SHARED.get(storage.data_ptr())
+    if entry is None or entry[0]() is None or entry[2] != max(storage.nbytes(), 1):
+        entry = _move(tensor)
+        storage = tensor.untyped_storage()
+    return entry[1], entry[2], tensor.data_ptr() - storage.data_ptr()
+
+
+def _move(tensor: torch.Tensor) -> tuple[weakref.ref[_Map], int, int]:
+    old = tensor.untyped_storage()
+    size = max(old.nbytes(), 1)
+    fd = os.memfd_create("evoteam-buffer", os.MFD_CLOEXEC)
+    os.ftruncate(fd, size)
+    mapping = _Map(fd, size)
+    raw = torch.frombuffer(mapping, dtype=torch.uint8)
+    if old.nbytes():
+        raw[: old.nbytes()].copy_(torch.empty(0, dtype=torch.uint8).set_(old, 0, (old.nbytes(),), (1,)))
+    with torch.no_grad():
+        tensor.set_(raw.untyped_storage(), tensor.storage_offset(), tensor.shape, tensor.stride())
+    base = tensor.untyped_storage().data_ptr()
+    entry = (weakref.ref(mapping), fd, size)
+    _SHARED[base] = entry
+    weakref.finalize(mapping, _forget, base, fd)
+    return entry
+
+
+def _forget(base: int, fd: int) -> None:
+    _SHARED.pop(base, None)
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+class HostKernel:
+    destination_passing = True
+    device = "cpu"
+
+    def __init__(self, library: str, symbol: str, definition: Definition) -> None:
+        self._library = library
+        self._symbol = symbol
+        self._definition = definition
+        kinds = ["p" if spec.shape is not None else _scalar_kind(spec.dtype) for spec in definition.inputs.values()]
+        kinds += ["p"] * len(definition.outputs) + ["i"] * len(definition.var_axes())
+        self._signature = "".join(kinds)
+        self._ids = itertools.count(1)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._socket: socket.socket | None = None
+        self._stopped = False
+        self._generation = 0
+        self._start()  # a library that does not load fails here, as the in-process binding does
+        self.release()
+
+    def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
+        sock = self._ensure()
+        generation = self._generation
+        fds: list[int] = []
+        sizes: list[int] = []
+        args: list[bytes] = []
+
+        def pointer(name: str, tensor: torch.Tensor) -> bytes:
+            if not tensor.is_contiguous():
+                raise KernelCallError(f"tensor {name!r} is not contiguous; the C ABI takes dense row-major buffers")
+            if tensor.device.type != "cpu":
+                raise KernelCallError(f"tensor {name!r} is on {tensor.device}; the native host runs CPU kernels")
+            fd, size, offset = share(tensor)
+            fds.append(fd)
+            sizes.append(size)
+            return _ARG.pack(0, len(fds) - 1, offset, 0, 0.0)
+
+        for name, spec in self._definition.inputs.items():
+            value = inputs[name]
+            if isinstance(value, torch.Tensor):
+                args.append(pointer(name, value))
+            elif _scalar_kind(spec.dtype) == "d":
+                args.append(_ARG.pack(1, 0, 0, 0, float(value)))
+            else:
+                args.append(_ARG.pack(2, 0, 0, int(value), 0.0))
+        args += [pointer(name, outputs[name]) for name in self._definition.outputs]
+        args += [_ARG.pack(2, 0, 0, int(axes[name]), 0.0) for name in self._definition.var_axes()]
+        binding = next(self._ids)
+        header = struct.pack("<cxxxIII", b"B", binding, len(fds), len(args))
+        self._continue()
+        socket.send_fds(sock, [header + b"".join(struct.pack("<Q", s) for s in sizes) + b"".join(args)], fds)
+        answer = self._receive(sock)
+        if not answer.startswith(b"K"):
+            raise KernelCallError(f"the native host refused the binding: {answer[1:].decode(errors='replace')}")
+
+        def call() -> None:
+            if self._generation != generation or self._socket is None:
+                raise KernelCallError("the native host was restarted after this call was prepared")
+            self._expect_quiet(self._socket)
+            self._continue()
+            nonce = secrets.randbits(64)
+            self._socket.send(_CALL.pack(b"C", binding, nonce))
+            answer = self._receive(self._socket)
+            self._stop()
+            if len(answer) != _ANSWER.size:
+                raise KernelIntegrityError("the native host's answer was malformed (the kernel wrote to its socket)")
+            kind, rc, echoed = _ANSWER.unpack(answer)
+            if kind != b"R" or echoed != nonce:
+                raise KernelIntegrityError("the native host's answer did not match the call (the kernel forged it)")
+            if rc != 0:
+                raise KernelCallError(f"entry point returned {rc} (0 means success)")
+
+        weakref.finalize(call, self._free, binding, generation)
+        return call
+
+    def release(self) -> None:
+        """Ends the host process (the next binding starts a fresh one); its output is flushed to the log."""
+        process, sock = self._process, self._socket
+        self._process, self._socket = None, None
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGCONT)
+        self._stopped = False
+        if sock is not None:
+            sock.close()
+        try:
+            process.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _ensure(self) -> socket.socket:
+        if self._socket is None or self._process is None or self._process.poll() is not None:
+            self.release()
+            self._start()
+        assert self._socket is not None
+        return self._socket
+
+    def _start(self) -> None:
+        program = executable(self._signature)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            argv = [f"/proc/self/fd/{program}", self._library, self._symbol, str(os.getpid()), str(theirs.fileno())]
+            process = subprocess.Popen(argv, pass_fds=(program, theirs.fileno()), stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self._process, self._socket, self._stopped = process, ours, False
+        self._generation += 1
+        ours.settimeout(_START_S)
+        try:
+            answer = self._receive(ours)
+        finally:
+            ours.settimeout(None)
+        if not answer.startswith(b"K"):
+            self.release()
+            text = answer[1:].decode(errors="replace")
+            if text == "not exported":
+                raise KernelLoadError(
+                    f'entry point {self._symbol!r} is not exported by the library (is it declared extern "C"?)'
+                )
+            raise KernelLoadError(f"the native host cannot run {self._library}: {text}")
+
+    def _receive(self, sock: socket.socket) -> bytes:
+        try:
+            answer = sock.recv(4096)
+        except TimeoutError:
+            raise KernelLoadError(f"the native host did not start within {_START_S:.0f} s") from None
+        except OSError:
+            answer = b""
+        if answer:
+            return answer
+        raise KernelCallError(f"the kernel crashed the native host ({self._death()})")
+
+    def _death(self) -> str:
+        process = self._process
+        self._socket = None
+        if process is None:
+            return "it is gone"
+        try:
+            code = process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return "it stopped answering"
+        if code == -signal.SIGSYS:
+            return (
+                "killed by SIGSYS: it started a process, ran a program, or traced or read another process, "
+                "which the native host forbids"
+            )
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"it exited with status {code}"
+
+    def _expect_quiet(self, sock: socket.socket) -> None:
+        """Nothing may wait on the socket between calls: the host answers only what it is asked."""
+        try:
+            extra = sock.recv(4096, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            extra = b""
+        if extra:
+            raise KernelIntegrityError("the native host sent a message nobody asked for (the kernel wrote to it)")
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid, signal.SIGSTOP)
+                self._stopped = True
+
+    def _continue(self) -> None:
+        if self._stopped and self._process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid, signal.SIGCONT)
+            self._stopped = False
+
+    def _free(self, binding: int, generation: int) -> None:
+        if self._generation == generation and self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.send(struct.pack("<cxxxIQ", b"F", binding, 0), socket.MSG_DONTWAIT)
+
+
+def _scalar_kind(dtype: DType) -> str:
+    return "d" if c_scalar_type(dtype) is ctypes.c_double else "i"

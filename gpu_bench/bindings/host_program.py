@@ -1,0 +1,65 @@
+"""The native host program that runs a C ABI kernel outside the worker: its source, built once per signature.
+
+The host (``native_host.cpp``) is a small C++ program with no Python in it. It is generated for one
+entry-point signature (pointers, ``double`` and ``int64_t`` in definition order), so the call is plain C
+with no argument marshalling. At start it arranges to die with the worker, installs a seccomp filter (x86-64
+and aarch64) under which starting a process (fork, vfork, clone without CLONE_THREAD), exec, ptrace and
+cross-process memory access kill the host with SIGSYS (clone3 reports ENOSYS, so threads fall back to
+clone), and only then loads the candidate's library. It then serves the worker over a sequenced-packet
+socket (its fd is the last argument): ``B`` maps a binding's buffers (memfds passed with SCM_RIGHTS) and
+records its arguments, ``C`` calls the kernel on one binding and answers its return code with the call's
+nonce, ``F`` unmaps a binding. The worker (``host.py``) never reads a verdict from it: outputs are read
+from the shared buffers, and time is the worker's own clock.
+
+The executable is kept in a sealed memfd of the worker (write, grow and shrink sealed), so nothing a
+candidate does to the file system can change the host that the next candidate runs in.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from evoteam.gpu_bench.bindings import KernelLoadError
+from evoteam.gpu_bench.build.builder import cxx_compiler
+
+KINDS = {"p": "void*", "d": "double", "i": "int64_t"}
+"""Argument kinds of a signature: a buffer pointer, a double scalar, an int64 scalar or axis."""
+
+_TEMPLATE = Path(__file__).with_name("native_host.cpp")
+
+
+def source(signature: str) -> str:
+    """The host's C++ source for a signature such as ``"ppp i"`` (one kind letter per argument)."""
+    kinds = [k for k in signature if k in KINDS]
+    params = ", ".join(KINDS[k] for k in kinds) or "void"
+    field = {"p": "p", "d": "d", "i": "i"}
+    call = ", ".join(f"s[{n}].{field[k]}" for n, k in enumerate(kinds))
+    return _TEMPLATE.read_text().replace("@PARAMS@", params).replace("@NARGS@", str(len(kinds))).replace("@CALL@", call)
+
+
+@functools.cache
+def executable(signature: str) -> int:
+    """A sealed memfd holding the host built for ``signature`` (built once per worker and signature); run it
+    as ``/proc/self/fd/N`` with the fd passed on."""
+    text = source(signature)
+    with tempfile.TemporaryDirectory(prefix="evoteam-host-") as folder:
+        src = Path(folder) / "host.cpp"
+        exe = Path(folder) / "host"
+        src.write_text(text)
+        command = [cxx_compiler(), "-O2", "-std=c++17", "-o", str(exe), str(src), "-ldl"]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise KernelLoadError(f"cannot build the native host: {done.stderr.strip()[-2000:]}")
+        data = exe.read_bytes()
+    fd = os.memfd_create(f"evoteam-host-{hashlib.sha256(text.encode()).hexdigest()[:12]}", os.MFD_ALLOW_SEALING)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    return fd

@@ -1,0 +1,161 @@
+// evoteam's native host: runs one C ABI kernel outside the worker (see host_program.py, which fills in the
+// @...@ placeholders for one entry-point signature and builds it).
+#include <cerrno>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef int (*entry_t)(@PARAMS@);
+static const int kArgs = @NARGS@;
+static const int kMaxBindings = 64;
+static const int kMaxBuffers = 256;
+
+struct ArgSpec { uint32_t kind, buffer; uint64_t offset; int64_t integer; double real; };
+union Slot { void* p; double d; int64_t i; };
+struct Binding { uint32_t id, nbuffers; void* base[kMaxBuffers]; uint64_t size[kMaxBuffers]; Slot slot[kArgs > 0 ? kArgs : 1]; };
+static Binding* bindings[kMaxBindings];
+
+static int call(entry_t fn, const Slot* s) { return fn(@CALL@); }
+
+#if defined(__x86_64__)
+#define EVOTEAM_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define EVOTEAM_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+static int refuse_processes() {
+#ifdef EVOTEAM_ARCH
+#define DENY(nr, err) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (err))
+#define KILL(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS)
+  struct sock_filter filter[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, EVOTEAM_ARCH, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __x86_64__
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),  // the x32 numbers would bypass the list below
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+#endif
+#ifdef __NR_fork
+    KILL(__NR_fork),
+#endif
+#ifdef __NR_vfork
+    KILL(__NR_vfork),
+#endif
+#ifdef __NR_clone3
+    DENY(__NR_clone3, ENOSYS),
+#endif
+    KILL(__NR_execve),
+    KILL(__NR_execveat),
+    KILL(__NR_ptrace),
+    KILL(__NR_process_vm_readv),
+    KILL(__NR_process_vm_writev),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {(unsigned short)(sizeof(filter) / sizeof(filter[0])), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program);
+#else
+  return 0;
+#endif
+}
+
+static int sock = -1;
+static void reply(const char* text) { send(sock, text, strlen(text), 0); }
+
+static void release(uint32_t id) {
+  Binding* b = bindings[id % kMaxBindings];
+  if (b == nullptr || b->id != id) return;
+  for (uint32_t k = 0; k < b->nbuffers; ++k) munmap(b->base[k], b->size[k]);
+  delete b;
+  bindings[id % kMaxBindings] = nullptr;
+}
+
+static void bind(const char* message, ssize_t length, struct msghdr* header) {
+  uint32_t id, nbuffers, nargs;
+  memcpy(&id, message + 4, 4); memcpy(&nbuffers, message + 8, 4); memcpy(&nargs, message + 12, 4);
+  int fds[kMaxBuffers]; int nfds = 0;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(header); c != nullptr; c = CMSG_NXTHDR(header, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (int k = 0; k < n && nfds < kMaxBuffers; ++k) memcpy(&fds[nfds++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+    }
+  }
+  size_t want = 16 + 8 * (size_t)nbuffers + sizeof(ArgSpec) * (size_t)nargs;
+  if (nargs != (uint32_t)kArgs || nbuffers > (uint32_t)kMaxBuffers || (uint32_t)nfds != nbuffers || (size_t)length != want) {
+    for (int k = 0; k < nfds; ++k) close(fds[k]);
+    reply("Ea malformed binding");
+    return;
+  }
+  release(id);
+  Binding* b = new Binding();
+  b->id = id; b->nbuffers = 0;
+  for (uint32_t k = 0; k < nbuffers; ++k) {
+    memcpy(&b->size[k], message + 16 + 8 * k, 8);
+    void* base = mmap(nullptr, b->size[k], PROT_READ | PROT_WRITE, MAP_SHARED, fds[k], 0);
+    close(fds[k]);
+    if (base == MAP_FAILED) { for (uint32_t j = k + 1; j < nbuffers; ++j) close(fds[j]); delete b; reply("Ecannot map a buffer"); return; }
+    b->base[k] = base; b->nbuffers = k + 1;
+  }
+  const char* specs = message + 16 + 8 * nbuffers;
+  for (int a = 0; a < kArgs; ++a) {
+    ArgSpec spec; memcpy(&spec, specs + sizeof(ArgSpec) * a, sizeof(ArgSpec));
+    if (spec.kind == 0) b->slot[a].p = (char*)b->base[spec.buffer < nbuffers ? spec.buffer : 0] + spec.offset;
+    else if (spec.kind == 1) b->slot[a].d = spec.real;
+    else b->slot[a].i = spec.integer;
+  }
+  bindings[id % kMaxBindings] = b;
+  reply("K");
+}
+
+int main(int argc, char** argv) {
+  if (argc != 5) return 2;
+  sock = atoi(argv[4]);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != (pid_t)atol(argv[3])) return 3;  // the worker died before we armed the death signal
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (refuse_processes() != 0) { reply("Ecannot install the seccomp filter"); return 4; }
+  void* library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) { char text[1024]; snprintf(text, sizeof text, "Ecannot load %s", dlerror()); reply(text); return 5; }
+  entry_t fn = (entry_t)dlsym(library, argv[2]);
+  if (fn == nullptr) { reply("Enot exported"); return 6; }
+  reply("K");
+  static char message[65536];
+  static char control[CMSG_SPACE(sizeof(int) * kMaxBuffers)];
+  for (;;) {
+    struct iovec io = {message, sizeof message};
+    struct msghdr header = {};
+    header.msg_iov = &io; header.msg_iovlen = 1;
+    header.msg_control = control; header.msg_controllen = sizeof control;
+    ssize_t length = recvmsg(sock, &header, MSG_CMSG_CLOEXEC);
+    if (length <= 0) { fflush(nullptr); return 0; }
+    if (message[0] == 'B' && length >= 16) { bind(message, length, &header); continue; }
+    if (length < 8) continue;
+    uint32_t id; memcpy(&id, message + 4, 4);
+    if (message[0] == 'F') { release(id); continue; }
+    if (message[0] != 'C' || length != 16) continue;
+    Binding* b = bindings[id % kMaxBindings];
+    char answer[16] = {'R'};
+    int32_t rc = -1;
+    if (b != nullptr && b->id == id) rc = call(fn, b->slot); else answer[0] = 'U';
+    memcpy(answer + 4, &rc, 4); memcpy(answer + 8, message + 8, 8);
+    send(sock, answer, sizeof answer, 0);
+  }
+}
