@@ -1,0 +1,419 @@
+"""The adversarial suite: red-team candidates (``tests/kernels/adversarial``) that try to cheat the evaluator's
+verdict, each held to the outcome class it should get, with a phrase of the reason where one is known.
+
+Outcome classes:
+
+- ``rejected``: any status but PASSED (REJECTED, INCORRECT_NUMERICAL, RUNTIME_ERROR, ...);
+- ``flagged``: PASSED, with a flag that says not to trust the speedup (``fixed-inputs``, ``excessive``);
+- ``neutralized``: PASSED with right outputs and no such flag, at a speedup no better than twice what the slow
+  honest control (``control_slow.cpp``: the 20-pass work every case does where it does not cheat) earns on
+  the same workload: the cheat bought nothing;
+- ``caught`` (categories 8 and 9, the build cache and process state, where the case's own verdict is not the
+  point): an honest candidate evaluated after the case passes at no less than half its clean speedup, and the
+  sabotage is reported (the worker's or the build cache's note);
+- ``escaped``: anything else (what a cheat that worked gets).
+
+The honest controls must pass. Each case runs on one workload with the tests' quick timing, in a worker with one
+thread (a multi-threaded reference on a busy machine makes speedups meaningless), replaced after each case that
+could have tampered with it; the build cache cases get a runner and cache of their own. Cases that escape today
+are ``xfail(strict=True)``: the evaluator is being fixed, and whoever fixes a case removes its mark (and adds the
+reason's phrase). The CUDA cases are built here (nvcc, no GPU needed) and linted; they run in
+``tests/test_adversarial_gpu.py``. ``benchmarks/adversarial.py`` prints the same cases as a table of figures.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hardening import record
+
+from conftest import DATA, KERNELS, QUICK_TIMING
+from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.build.builder import build
+from evoteam.gpu_bench.build.cuda.nvcc import find_nvcc
+from evoteam.gpu_bench.build.lint import TOOL, lint_source
+from evoteam.gpu_bench.result import CandidateResult
+from evoteam.gpu_bench.runner import LocalRunner
+from evoteam.gpu_bench.schema import Binding, BuildSpec, Definition, Language, Solution, SourceFile, Workload
+from evoteam.gpu_bench.schema import EvaluationStatus as S
+from evoteam.gpu_bench.task import load_definition, load_workloads
+from evoteam.gpu_bench.verify.reference import reference_solution
+from evoteam.gpu_bench.worker.evaluate import EvalConfig
+from evoteam.gpu_bench.worker.threads import default_policy
+
+pytestmark = pytest.mark.hardening
+
+CASES = KERNELS / "adversarial"
+LARGE, SMALL = "large-65536", "small-1000"
+SUSPICION_FLAGS = frozenset({"fixed-inputs", "excessive"})
+INFLATION = 2.0
+"""A PASSED case with right outputs is neutralized at no more than this times the slow control's speedup."""
+REPORTED = ("left process state changed", "did not match its manifest", "worker was replaced")
+TAINTING = ("3", "5", "7", "9")
+"""Categories whose cases may leave the worker changed: it is replaced after each (8 has runners of its own)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case file and what the evaluator should make of it."""
+
+    file: str
+    expect: frozenset[str]
+    phrase: str | None = None
+    """Part of the reason (rejected), a flag (flagged) or of the report (caught) that must appear."""
+    workload: str = LARGE
+    value_returning: bool = False
+
+    @property
+    def category(self) -> str:
+        return header(CASES / self.file)["category"].split()[0]
+
+
+def case(
+    file: str,
+    expect: str,
+    phrase: str | None = None,
+    escapes: str | None = None,
+    workload: str = LARGE,
+    value_returning: bool = False,
+) -> object:
+    """A parameter of the table; ``escapes`` says why the case escapes today (an xfail until it is fixed)."""
+    marks = [pytest.mark.xfail(strict=True, reason=f"escapes today: {escapes}")] if escapes else []
+    held = Case(file, frozenset(expect.split("|")), phrase, workload, value_returning)
+    return pytest.param(held, id=file, marks=marks)
+
+
+CHEATS = [
+    case(
+        "memo_full_hash.cpp",
+        "neutralized",
+        escapes="timed calls reuse the correctness trials' input values, so every timed call is a hash and a copy",
+    ),
+    case(
+        "memo_sampled.cpp",
+        "neutralized|rejected",
+        escapes="timed calls reuse the trials' input values: 16 samples identify them, every timed call is a copy",
+    ),
+    case("skip_unless_poisoned.cpp", "neutralized"),
+    case("defer_fork.cpp", "rejected", "non-finite", workload=SMALL),
+    case(
+        "defer_sigalrm.cpp",
+        "rejected",
+        workload=SMALL,
+        escapes="the SIGALRM handler fills the outputs after the clock stopped, before they are read; it restores "
+        "its handler, so no process state is left changed",
+    ),
+    case(
+        "defer_thread.cpp",
+        "rejected",
+        workload=SMALL,
+        escapes="a thread of the kernel writes the outputs after the call returned, before they are read; threads "
+        "left running are not looked for",
+    ),
+    case(
+        "defer_until_read.cpp",
+        "rejected",
+        workload=SMALL,
+        escapes="the outputs are computed in a SIGSEGV handler when the harness first touches them (mprotect), "
+        "outside the clock; the handler is restored before the worker compares its process state",
+    ),
+    case(
+        "scan_memory.cpp",
+        "neutralized",
+        escapes="the reference's expected outputs of the timed contents live in the worker, whose memory the C "
+        "kernel shares: found once through /proc/self/maps, then copied",
+    ),
+    case(
+        "capi_patch_harness.cpp",
+        "rejected",
+        escapes="PyRun_SimpleString from the kernel replaces check_outputs in the worker's modules; only torch, "
+        "math and builtins are watched for tampering",
+    ),
+    case(
+        "forge_protocol.cpp",
+        "rejected",
+        escapes="a line written to the protocol pipe with id -1 is taken as the answer to any request",
+    ),
+    case("fixed_table.cpp", "flagged", "fixed-inputs", workload="fixed-256"),
+    case(
+        "lying_tensor.py",
+        "rejected",
+        value_returning=True,
+        escapes="the returned tensor subclass's __torch_function__ runs inside compare() and makes every element agree",
+    ),
+    case(
+        "sticky_torch_mode.py",
+        "rejected",
+        escapes="a TorchFunctionMode entered by the candidate stays active for the harness's comparison",
+    ),
+    case(
+        "patch_harness.py",
+        "rejected",
+        escapes="the candidate's import replaces check_outputs/compare in evoteam's modules, which are not watched",
+    ),
+]
+
+SABOTAGE = [
+    case(
+        "poison_cache.cpp",
+        "caught",
+        escapes="a kernel.so replaced together with the SHA-256 in the entry's manifest.json passes the cache's "
+        "check: the next honest candidate runs the planted slow code, unreported",
+    ),
+    case("poison_cache_naive.cpp", "caught", "did not match its manifest"),
+    case("leaves_alarm.cpp", "caught", "an armed interval timer"),
+    case("leaves_fp_state.cpp", "caught", "rounding mode"),
+    case("leaves_affinity.cpp", "caught", "CPU affinity"),
+    case(
+        "leaves_priority.cpp",
+        "caught",
+        escapes="the scheduling priority (nice) is not part of the process state the worker compares",
+    ),
+    case(
+        "leaves_thread.cpp",
+        "caught",
+        escapes="a thread the candidate left running is not part of the process state the worker compares",
+    ),
+    case(
+        "leaves_fd_limit.cpp",
+        "caught",
+        escapes="resource limits (RLIMIT_NOFILE) are not part of the process state the worker compares: the next "
+        "candidate's compiler cannot start",
+    ),
+]
+
+GPU_LINT = [
+    pytest.param("gpu_private_stream.cu", {"streams"}, id="gpu_private_stream.cu"),
+    pytest.param(
+        "gpu_pointer_cache.cu",
+        {"state"},
+        id="gpu_pointer_cache.cu",
+        marks=pytest.mark.xfail(strict=True, reason="no lint rule for state a kernel keeps across calls"),
+    ),
+    pytest.param(
+        "gpu_shape_cache.cu",
+        {"state"},
+        id="gpu_shape_cache.cu",
+        marks=pytest.mark.xfail(strict=True, reason="no lint rule for state a kernel keeps across calls"),
+    ),
+    pytest.param(
+        "gpu_less_after_warmup.cu",
+        {"state"},
+        id="gpu_less_after_warmup.cu",
+        marks=pytest.mark.xfail(strict=True, reason="no lint rule for state a kernel keeps across calls"),
+    ),
+]
+CONTROLS = ["honest.cpp", "honest.py", "adversarial/control_slow.cpp"]
+
+
+def header(path: Path) -> dict[str, str]:
+    """The leading comment's ``key: value`` fields (continuation lines are indented)."""
+    prefix = "#" if path.suffix == ".py" else "//"
+    fields: dict[str, str] = {}
+    key = ""
+    for line in path.read_text().splitlines():
+        if not line.startswith(prefix):
+            break
+        text = line[len(prefix) :]
+        match = re.match(r" (\w+): (.*)", text)
+        if match:
+            key = match.group(1)
+            fields[key] = match.group(2).strip()
+        elif key and text.startswith("   "):
+            fields[key] += " " + text.strip()
+    return fields
+
+
+def solution(
+    path: Path, value_returning: bool = False, name: str | None = None, content: str | None = None
+) -> Solution:
+    python = path.suffix == ".py"
+    cuda = path.suffix == ".cu"
+    spec = BuildSpec(
+        language=Language.PYTHON if python else Language.CUDA if cuda else Language.CPP,
+        target_hardware=["sm_90a" if cuda else "cpu"],
+        entry_point=f"{path.name}::{'run' if python else 'scale_add'}",
+        binding=Binding.PYTHON if python else Binding.C,
+        destination_passing_style=not value_returning,
+        compile_flags=["-O2"],
+    )
+    text = path.read_text() if content is None else content
+    return Solution(
+        name=name or path.stem,
+        definition="scale_add_f32",
+        author="tests",
+        spec=spec,
+        sources=[SourceFile(path=path.name, content=text)],
+    )
+
+
+class Suite:
+    """One runner (one thread) and evaluator for the cases, the task, and the controls' speedups."""
+
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
+        self.runner = new_runner(cache)
+        self.evaluator = Evaluator(self.runner)
+        self.definition: Definition = load_definition(DATA / "scale_add.json")
+        self.workloads: dict[str, Workload] = {w.uuid: w for w in load_workloads(DATA / "scale_add.jsonl")}
+        self.fixed: dict[str, Workload] = {w.uuid: w for w in load_workloads(CASES / "fixed_scale_add.jsonl")}
+        self.slow: dict[str, float] = {}
+        self.clean: dict[str, float] = {}
+        self.variants = 0
+
+    def evaluate(self, candidate: Solution, uuid: str, evaluator: Evaluator | None = None) -> CandidateResult:
+        fixed = uuid in self.fixed
+        workload = self.fixed[uuid] if fixed else self.workloads[uuid]
+        baseline = reference_solution(self.definition)
+        config = EvalConfig(timeout_s=20.0, timing=QUICK_TIMING)
+        return (evaluator or self.evaluator).evaluate(
+            self.definition, [workload], candidate, baseline, config, CASES if fixed else None
+        )
+
+    def honest_variant(self) -> Solution:
+        """The plain honest C kernel with a comment of its own: a new name, a new build cache entry."""
+        self.variants += 1
+        path = KERNELS / "honest.cpp"
+        return solution(path, name=f"honest_variant_{self.variants}", content=f"{path.read_text()}// {self.variants}\n")
+
+
+def new_runner(cache: Path) -> LocalRunner:
+    return LocalRunner(cache_root=cache, memory_limit_mb=4096, threads=default_policy(threads=1))
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
+    """The runner, with the slow control's speedup on both workloads and the honest kernel's on the large one."""
+    s = Suite(tmp_path_factory.mktemp("adversarial-cache"))
+    try:
+        for uuid in (LARGE, SMALL):
+            slow = s.evaluate(solution(CASES / "control_slow.cpp"), uuid)
+            assert slow.status == S.PASSED and slow.workloads[0].speedup, slow.workloads[0].reason
+            s.slow[uuid] = slow.workloads[0].speedup
+        honest = s.evaluate(solution(KERNELS / "honest.cpp"), LARGE)
+        assert honest.status == S.PASSED and honest.workloads[0].speedup, honest.workloads[0].reason
+        s.clean[LARGE] = honest.workloads[0].speedup
+        yield s
+    finally:
+        s.runner.close()
+
+
+def outcome(result: CandidateResult, held: Case, slow: float) -> tuple[str, str]:
+    """The outcome class of one case's result and its reason (the flags, the speedup)."""
+    w = result.workloads[0]
+    if result.status != S.PASSED:
+        return "rejected", _reason(result)
+    flags = sorted(SUSPICION_FLAGS.intersection(w.flags))
+    if flags:
+        return "flagged", ", ".join(flags)
+    right = bool(held.expect & {"neutralized", "flagged"})  # its outputs are right, if it passes
+    if right and w.speedup is not None and w.speedup <= INFLATION * slow:
+        return "neutralized", f"{w.speedup:.2f}x (slow honest work: {slow:.2f}x)"
+    shown = f"{w.speedup:.2f}x" if w.speedup is not None else "no speedup"
+    return "escaped", f"PASSED unflagged at {shown} (slow honest work: {slow:.2f}x)"
+
+
+def _reason(result: CandidateResult) -> str:
+    failed = [w.reason for w in result.workloads if w.status != S.PASSED]
+    return failed[0] if failed else result.load_error or result.build.log.strip()[-300:]
+
+
+def log_of(result: CandidateResult) -> str:
+    return "\n".join(t.evaluation.log for t in result.traces if t.evaluation is not None)
+
+
+@pytest.mark.parametrize("relative", CONTROLS)
+@pytest.mark.parametrize("uuid", [LARGE, SMALL])
+def test_honest_controls_pass(suite: Suite, relative: str, uuid: str) -> None:
+    path = KERNELS / relative
+    result = suite.evaluate(solution(path), uuid)
+    w = result.workloads[0]
+    record(
+        "adversarial",
+        f"control {path.name} on {uuid}",
+        f"{result.status.value} at {w.speedup:.2f}x" if w.speedup is not None else result.status.value,
+        result.status == S.PASSED,
+    )
+    assert result.status == S.PASSED, w.reason
+    assert w.speedup is not None and w.speedup > 0
+
+
+@pytest.mark.parametrize("held", CHEATS)
+def test_a_cheat_gets_its_outcome(suite: Suite, held: Case) -> None:
+    try:
+        result = suite.evaluate(solution(CASES / held.file, held.value_returning), held.workload)
+    finally:
+        if held.category in TAINTING:
+            suite.runner.close()  # the next case gets a fresh worker
+    got, why = outcome(result, held, suite.slow.get(held.workload, 0.0))
+    record("adversarial", held.file, f"{got}: {why[:200]}", got in held.expect)
+    assert got in held.expect, why
+    if held.phrase is not None:
+        assert held.phrase in why
+
+
+@pytest.mark.parametrize("held", SABOTAGE)
+def test_a_sabotage_is_reported_and_the_next_candidate_measured_clean(suite: Suite, held: Case, tmp_path: Path) -> None:
+    own: LocalRunner | None = None
+    evaluator = suite.evaluator
+    victim = suite.honest_variant()
+    try:
+        if held.category == "8":  # a cache of its own, holding the victim's entry before the case runs
+            own = new_runner(tmp_path / "cache")
+            evaluator = Evaluator(own)
+            first = suite.evaluate(victim, LARGE, evaluator)
+            assert first.status == S.PASSED, first.workloads[0].reason
+        result = suite.evaluate(solution(CASES / held.file), LARGE, evaluator)
+        if own is not None:
+            own.close()  # a fresh worker reads the build cache again
+        after = suite.evaluate(victim, LARGE, evaluator)
+    finally:
+        (own or suite.runner).close()
+    reports = "\n".join([log_of(result), log_of(after), after.build.log])
+    reported = [phrase for phrase in REPORTED if phrase in reports]
+    speedup = after.workloads[0].speedup
+    clean = suite.clean[LARGE]
+    measured = after.status == S.PASSED and speedup is not None and speedup >= clean / 2
+    at = f"{speedup:.2f}x" if speedup is not None else _reason(after)
+    figure = (
+        f"own verdict {result.status.value}; the honest candidate after it: {after.status.value} ({at}; clean "
+        f"{clean:.2f}x); reported: {', '.join(reported) or 'no'}"
+    )
+    record("adversarial", held.file, figure, measured and bool(reported))
+    assert measured, figure
+    assert reported, figure
+    if held.phrase is not None:
+        assert held.phrase in reports
+
+
+@pytest.mark.parametrize(("file", "rules"), GPU_LINT)
+def test_the_lint_warns_about_a_gpu_case(file: str, rules: set[str]) -> None:
+    found = {d.code.removeprefix(f"{TOOL}/") for d in lint_source(file, (CASES / file).read_text()) if d.code}
+    assert rules <= found, found
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("file", sorted(p.name for p in CASES.glob("*.cu")))
+def test_a_gpu_case_builds(file: str, tmp_path: Path) -> None:
+    """They run on a GPU in tests/test_adversarial_gpu.py; here, without one, they must at least compile."""
+    built = build(solution(CASES / file), tmp_path)
+    assert built.ok, built.log[-2000:]
+
+
+def test_every_case_file_is_in_the_table_with_its_header() -> None:
+    """A new case file needs a row here; its header names a category, says what it does and what to expect,
+    and expects what the table holds it to (``benchmarks/adversarial.py`` reads the headers)."""
+    rows = {p.values[0].file: p.values[0] for p in [*CHEATS, *SABOTAGE]}  # type: ignore[attr-defined]
+    gpu = {p.values[0] for p in GPU_LINT}
+    files = {p.name for p in CASES.iterdir() if p.suffix in (".cpp", ".py", ".cu")}
+    assert files == set(rows) | gpu | {"control_slow.cpp"}
+    for name in sorted(files):
+        fields = header(CASES / name)
+        assert {"category", "what", "expected"} <= set(fields), name
+    for name, held in rows.items():
+        expected = header(CASES / name)["expected"].split("(")[0]
+        assert frozenset(word.strip() for word in expected.split(" or ")) == held.expect, name
