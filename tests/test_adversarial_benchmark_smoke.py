@@ -1,0 +1,54 @@
+"""Smoke test of benchmarks/adversarial.py: it reads every case's header, and ``--quick`` on two cases prints the
+cases table, the controls, the totals and the isolate on/off throughput."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from conftest import KERNELS
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "adversarial.py"
+
+
+@pytest.fixture(scope="module")
+def script() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("adversarial_benchmark", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+@pytest.mark.unit
+def test_every_case_header_is_read(script: ModuleType) -> None:
+    cases = script.load_cases()
+    files = {p.name for p in (KERNELS / "adversarial").iterdir() if p.suffix in (".cpp", ".py")}
+    assert {c.name for c in cases} == files - {"control_slow.cpp"}
+    assert {c.number for c in cases} == {str(n) for n in range(1, 10)}
+    fixed = next(c for c in cases if c.name == "fixed_table.cpp")
+    assert fixed.workload == "fixed-256" and fixed.workloads_file.name == "fixed_scale_add.jsonl"
+    assert next(c for c in cases if c.name == "lying_tensor.py").value_returning
+    assert next(c for c in cases if c.name == "memo_sampled.cpp").expected == {"neutralized", "rejected"}
+
+
+@pytest.mark.integration
+def test_quick_run_prints_the_tables(script: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    code = script.main(["--quick", "--cases", "fixed_table,skip_unless_poisoned"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "| case | category | workload | expected | status | flags | speedup | verdict | lint | why |" in out
+    assert "| `fixed_table.cpp` | 6 fixed inputs | fixed-256 | flagged | PASSED |" in out
+    assert "| `skip_unless_poisoned.cpp` |" in out
+    assert "cases tried: 2;" in out and "false rejections among honest controls: 0 of 3" in out  # large only
+    assert "| isolate=True |" in out and "| isolate=False |" in out
+    assert "isolate=True / isolate=False time per workload:" in out
