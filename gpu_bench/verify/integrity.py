@@ -1,14 +1,18 @@
 """Detects a candidate that tampers with the worker's shared Python state (e.g. patches torch functions).
 
-A Python candidate runs in the same interpreter as the reference: replacing ``torch.rsqrt`` or a
-``torch.Tensor`` method would change the reference's answer too and let a wrong kernel pass. The worker
-records what these namespaces hold before any candidate runs and checks it after every request.
+A Python candidate runs in the same interpreter as the reference and the harness: replacing ``torch.rsqrt``
+or a ``torch.Tensor`` method would change the reference's answer too, replacing the harness's output check
+would pass anything, and a torch function or dispatch mode left active would rewrite the comparison. The
+worker records what these namespaces (torch's and the harness's own modules) hold before any candidate runs
+and checks it after every request; ``active_modes`` is checked before every comparison. This is a best
+effort against code in the same interpreter; C ABI kernels on the CPU run in a process of their own.
 """
 
 from __future__ import annotations
 
 import builtins
 import math
+import sys
 from types import ModuleType
 
 import torch
@@ -25,13 +29,29 @@ _WATCHED: dict[str, ModuleType | type] = {
     "builtins": builtins,
 }
 
+_HARNESS = (
+    "evoteam.gpu_bench.verify.compare",
+    "evoteam.gpu_bench.verify.integrity",
+    "evoteam.gpu_bench.verify.inputs",
+    "evoteam.gpu_bench.worker.evaluate",
+    "evoteam.gpu_bench.worker.timed",
+    "evoteam.gpu_bench.worker.server",
+    "evoteam.gpu_bench.worker.process_state",
+    "evoteam.gpu_bench.timing.cpu",
+    "evoteam.gpu_bench.timing.paired",
+    "evoteam.gpu_bench.timing.statistics",
+    "evoteam.gpu_bench.bindings.host",
+)
+"""The harness's own modules: watched like torch's, when loaded."""
+
 Snapshot = dict[str, int]
 
 
 def snapshot() -> Snapshot:
     """The identity of every attribute, as attribute lookup would find it (classes: along the MRO)."""
     entries: Snapshot = {}
-    for prefix, namespace in _WATCHED.items():
+    harness = {name: sys.modules[name] for name in _HARNESS if name in sys.modules}
+    for prefix, namespace in {**_WATCHED, **harness}.items():
         owners = reversed(namespace.__mro__) if isinstance(namespace, type) else [namespace]
         for owner in owners:
             for name, value in list(vars(owner).items()):
@@ -43,3 +63,10 @@ def tampered(before: Snapshot) -> list[str]:
     """Names that were replaced or removed since ``before`` (names added later are not compared)."""
     now = snapshot()
     return sorted(name for name, ident in before.items() if now.get(name) != ident)
+
+
+def active_modes() -> list[str]:
+    """The torch function and dispatch modes active on this thread (the harness enters none)."""
+    modes = [type(torch._C._get_function_stack_at(i)).__name__ for i in range(torch._C._len_torch_function_stack())]
+    modes += [type(torch._C._get_dispatch_stack_at(i)).__name__ for i in range(torch._C._len_torch_dispatch_stack())]
+    return modes

@@ -16,6 +16,7 @@ is unusable, so the worker reports RUNTIME_ERROR and exits.
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Wor
 from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, TimingStats
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch, compare
 from evoteam.gpu_bench.verify.inputs import Value, make_inputs
+from evoteam.gpu_bench.verify.integrity import active_modes
 
 
 class EvalConfig(BaseModel):
@@ -138,9 +140,14 @@ def evaluate_workload(
     )
     if not config.measure:
         return passed
-    from evoteam.gpu_bench.worker.timed import time_workload  # timed.py builds on this module
+    from evoteam.gpu_bench.worker.timed import Unseen, time_workload  # timed.py builds on this module
 
-    return time_workload(kernel, definition, axes, trials, config, passed, incumbent)
+    draw = random.SystemRandom()  # values nobody can precompute: a memo of earlier calls cannot answer them
+    unseen = Unseen(
+        inputs=lambda: make_inputs(definition, workload, draw.getrandbits(56), blob_root, kernel.device),
+        expect=lambda pristine: _reference(reference, definition, pristine, workload),
+    )
+    return time_workload(kernel, definition, axes, trials, config, passed, incumbent, unseen)
 
 
 def failure(kernel: Kernel, exc: Exception, prefix: str = "") -> WorkloadOutcome:
@@ -182,6 +189,13 @@ def check_outputs(
     axes: dict[str, int],
     config: EvalConfig,
 ) -> Errors | Mismatch:
+    modes = active_modes()
+    if modes:
+        return Mismatch(
+            EvaluationStatus.REJECTED,
+            f"a torch mode is active during the output check ({', '.join(modes)}): the kernel entered it and left "
+            "it on; it would rewrite the comparison",
+        )
     got = _as_named(definition, produced)
     if isinstance(got, Mismatch):
         return got
@@ -190,6 +204,12 @@ def check_outputs(
         ref = expected[name]
         want_shape = definition.shape_of(spec, axes) or ()
         value = got[name]
+        if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+            return Mismatch(
+                EvaluationStatus.REJECTED,
+                f"output {name!r} is a {type(value).__name__}, a subclass of torch.Tensor whose operations can "
+                "rewrite the comparison: return plain tensors",
+            )
         if isinstance(value, torch.Tensor) and tuple(value.shape) != want_shape:
             return Mismatch(
                 EvaluationStatus.INCORRECT_SHAPE,

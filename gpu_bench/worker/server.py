@@ -22,6 +22,7 @@ import torch
 from pydantic import ValidationError
 
 from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
+from evoteam.gpu_bench.bindings import host as _host  # noqa: F401  (loaded before candidates: integrity watches it)
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.build.builder import build
 from evoteam.gpu_bench.environment import environment
@@ -29,6 +30,7 @@ from evoteam.gpu_bench.schema import EvaluationStatus, Solution
 from evoteam.gpu_bench.verify import integrity
 from evoteam.gpu_bench.verify.inputs import InputError
 from evoteam.gpu_bench.worker import process_state, strays
+from evoteam.gpu_bench.worker import timed as _timed  # noqa: F401  (likewise)
 from evoteam.gpu_bench.worker.evaluate import (
     DeviceFault,
     ReferenceFailure,
@@ -60,6 +62,8 @@ class _Worker:
         self._references: dict[str, RunReference] = {}
         self._threads = torch.get_num_threads()
         self._pristine = integrity.snapshot()
+        self._tampered = integrity.tampered  # bound before any candidate is loaded: a patch cannot reach it
+        self._modes = integrity.active_modes
         self.tainted = False
 
     def send(self, message: Ready | Built | Evaluated | Failed) -> None:
@@ -134,7 +138,7 @@ class _Worker:
             self.tainted = True
             return Evaluated(id=request.id, outcome=fault.outcome, log=self._log(), worker_exiting=True)
         log = self._log()
-        replaced = integrity.tampered(self._pristine)
+        replaced = self._tampered(self._pristine) + [f"torch mode {mode} (left active)" for mode in self._modes()]
         if replaced:
             self.tainted = True
             shown = ", ".join(replaced[:5]) + (f" and {len(replaced) - 5} more" if len(replaced) > 5 else "")

@@ -4,13 +4,15 @@ The kernel is timed on one set of buffers whose contents rotate over the last tr
 timed call its outputs are poisoned, and the first timed call plus a random share of the others (drawn from
 the system's entropy) are verified outside the clock; after timing one more call on another content is
 checked. With an incumbent, the two are timed interleaved (``timing/paired.py``). On a GPU, timing holds the
-GPU's lock.
+GPU's lock. Last, the memo check: calls on inputs nobody has seen must be as fast as calls on the timed ones.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 
@@ -46,6 +48,19 @@ from evoteam.gpu_bench.worker.evaluate import (
 
 CHECK_FRACTION = 0.125
 """Share of timed calls (drawn at random, the first always) whose outputs are verified, outside the clock."""
+UNSEEN_CALLS = 3
+"""Calls on never-seen inputs (and as many on seen ones, interleaved) in the memo check after timing."""
+UNSEEN_FACTOR = 2.0
+"""A kernel this much slower on unseen inputs than on seen ones (fastest call of each) is reusing results."""
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """Where the memo check gets inputs nobody has seen (fresh values from the system's entropy) and their
+    expected outputs."""
+
+    inputs: Callable[[], dict[str, Value]]
+    expect: Callable[[dict[str, Value]], dict[str, torch.Tensor]]
 
 
 class TimedCallMismatch(RuntimeError):
@@ -60,9 +75,11 @@ def time_workload(
     config: EvalConfig,
     passed: WorkloadOutcome,
     incumbent: Kernel | None = None,
+    unseen: Unseen | None = None,
 ) -> WorkloadOutcome:
     """Times the kernel on one set of buffers whose contents rotate over the last three trials' inputs; the
-    outputs are poisoned before every timed call and a random share of timed calls is verified."""
+    outputs are poisoned before every timed call and a random share of timed calls is verified. With
+    ``unseen``, the kernel must then be as fast on inputs nobody has seen as on the ones it was timed on."""
     if any(not isinstance(v, torch.Tensor) and v != contents[0].pristine[k] for k, v in contents[-1].pristine.items()):
         contents = contents[-1:]  # scalars are bound by value: rotating tensors alone would mismatch them
     buffers = contents[-1].inputs
@@ -148,7 +165,62 @@ def time_workload(
             reason=f"outputs after timing differ from the reference (the kernel behaves differently when timed): "
             f"{checked.reason}",
         )
+    if unseen is not None:
+        try:
+            memo = _memo_check(kernel, definition, axes, config, timed, buffers, outputs, returned, contents, unseen)
+        except Exception as exc:
+            return failure(kernel, exc, "on unseen inputs after timing: ")
+        if memo is not None:
+            return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=memo)
     return passed.model_copy(update={"timing": stats, "paired": paired})
+
+
+def _memo_check(
+    kernel: Kernel,
+    definition: Definition,
+    axes: dict[str, int],
+    config: EvalConfig,
+    timed: Call,
+    buffers: dict[str, Value],
+    outputs: dict[str, torch.Tensor],
+    returned: list[object],
+    contents: list[Trial],
+    unseen: Unseen,
+) -> str | None:
+    """Calls on inputs the kernel has seen (the timed ones) and on fresh ones, interleaved, on the same
+    buffers and with the same clock: why the kernel is rejected, or None. A kernel that answers from a memo
+    of earlier calls (keyed on a hash or a sample of its inputs) is fast only on what it has seen; the last
+    unseen call's outputs are verified too."""
+    seen_ms: list[float] = []
+    unseen_ms: list[float] = []
+    last: dict[str, Value] = {}
+    for _ in range(UNSEEN_CALLS):
+        for times, values in ((seen_ms, contents[0].pristine), (unseen_ms, None)):
+            if values is None:  # scalars are bound by value: the unseen inputs keep the bound ones
+                values = {k: v if isinstance(v, torch.Tensor) else buffers[k] for k, v in unseen.inputs().items()}
+                last = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+            refill(buffers, values)
+            if kernel.destination_passing:
+                fill_sentinel(outputs)
+            synchronize(kernel.device)
+            start = time.perf_counter()
+            timed()
+            synchronize(kernel.device)
+            times.append((time.perf_counter() - start) * 1e3)
+    changed = changed_input(buffers, last)
+    if changed:
+        return f"input {changed!r} was modified on unseen inputs"
+    produced: object = returned[0] if returned else outputs
+    checked = check_outputs(definition, produced, unseen.expect(last), axes, config)
+    if isinstance(checked, Mismatch):
+        return f"the outputs on unseen inputs differ from the reference: {checked.reason}"
+    seen, fresh = min(seen_ms), min(unseen_ms)
+    if fresh > UNSEEN_FACTOR * seen:
+        return (
+            f"the kernel is {fresh / seen:.1f}x slower on inputs it has not seen ({fresh:.3f} ms against "
+            f"{seen:.3f} ms on the inputs it was timed on): it answers from results of earlier calls"
+        )
+    return None
 
 
 def _time_paired(
