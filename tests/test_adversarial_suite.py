@@ -99,45 +99,13 @@ CHEATS = [
         escapes="timed calls reuse the trials' input values: 16 samples identify them, every timed call is a copy",
     ),
     case("skip_unless_poisoned.cpp", "neutralized"),
-    case("defer_fork.cpp", "rejected", "non-finite", workload=SMALL),
-    case(
-        "defer_sigalrm.cpp",
-        "rejected",
-        workload=SMALL,
-        escapes="the SIGALRM handler fills the outputs after the clock stopped, before they are read; it restores "
-        "its handler, so no process state is left changed",
-    ),
-    case(
-        "defer_thread.cpp",
-        "rejected",
-        workload=SMALL,
-        escapes="a thread of the kernel writes the outputs after the call returned, before they are read; threads "
-        "left running are not looked for",
-    ),
-    case(
-        "defer_until_read.cpp",
-        "rejected",
-        workload=SMALL,
-        escapes="the outputs are computed in a SIGSEGV handler when the harness first touches them (mprotect), "
-        "outside the clock; the handler is restored before the worker compares its process state",
-    ),
-    case(
-        "scan_memory.cpp",
-        "neutralized",
-        escapes="the reference's expected outputs of the timed contents live in the worker, whose memory the C "
-        "kernel shares: found once through /proc/self/maps, then copied",
-    ),
-    case(
-        "capi_patch_harness.cpp",
-        "rejected",
-        escapes="PyRun_SimpleString from the kernel replaces check_outputs in the worker's modules; only torch, "
-        "math and builtins are watched for tampering",
-    ),
-    case(
-        "forge_protocol.cpp",
-        "rejected",
-        escapes="a line written to the protocol pipe with id -1 is taken as the answer to any request",
-    ),
+    case("defer_fork.cpp", "rejected", "started a process", workload=SMALL),
+    case("defer_sigalrm.cpp", "rejected|neutralized", workload=SMALL),
+    case("defer_thread.cpp", "rejected|neutralized", workload=SMALL),
+    case("defer_until_read.cpp", "rejected|neutralized", workload=SMALL),
+    case("scan_memory.cpp", "neutralized"),
+    case("capi_patch_harness.cpp", "rejected", "outside atol"),
+    case("forge_protocol.cpp", "rejected", "non-finite"),
     case("fixed_table.cpp", "flagged", "fixed-inputs", workload="fixed-256"),
     case(
         "lying_tensor.py",
@@ -157,6 +125,10 @@ CHEATS = [
     ),
 ]
 
+HOST_STATE = (
+    "each request's C kernels get a fresh native host, so the next candidate is measured clean, but what the case "
+    "changed in its host is not reported"
+)
 SABOTAGE = [
     case(
         "poison_cache.cpp",
@@ -165,25 +137,12 @@ SABOTAGE = [
         "check: the next honest candidate runs the planted slow code, unreported",
     ),
     case("poison_cache_naive.cpp", "caught", "did not match its manifest"),
-    case("leaves_alarm.cpp", "caught", "an armed interval timer"),
-    case("leaves_fp_state.cpp", "caught", "rounding mode"),
-    case("leaves_affinity.cpp", "caught", "CPU affinity"),
-    case(
-        "leaves_priority.cpp",
-        "caught",
-        escapes="the scheduling priority (nice) is not part of the process state the worker compares",
-    ),
-    case(
-        "leaves_thread.cpp",
-        "caught",
-        escapes="a thread the candidate left running is not part of the process state the worker compares",
-    ),
-    case(
-        "leaves_fd_limit.cpp",
-        "caught",
-        escapes="resource limits (RLIMIT_NOFILE) are not part of the process state the worker compares: the next "
-        "candidate's compiler cannot start",
-    ),
+    case("leaves_alarm.cpp", "caught", "an armed interval timer", escapes=HOST_STATE),
+    case("leaves_fp_state.cpp", "caught", "rounding mode", escapes=HOST_STATE),
+    case("leaves_affinity.cpp", "caught", "CPU affinity", escapes=HOST_STATE),
+    case("leaves_priority.cpp", "caught", escapes=f"{HOST_STATE} (nor is the priority compared in the worker)"),
+    case("leaves_thread.cpp", "caught", escapes=f"{HOST_STATE} (nor are threads left running in the worker)"),
+    case("leaves_fd_limit.cpp", "caught", escapes=f"{HOST_STATE} (nor are resource limits compared in the worker)"),
 ]
 
 GPU_LINT = [

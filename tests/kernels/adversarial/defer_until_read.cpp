@@ -5,7 +5,8 @@
 //   (its slow, 20-pass honest work) before the access goes on. The work happens exactly when someone looks,
 //   never on the clock. The handler puts the previous SIGSEGV disposition back: no handler is left behind.
 // workload: small-1000 (a handoff and one pass on 1,000 floats: the work is done before anyone looks)
-// expected: rejected (outputs not written by the call)
+// expected: rejected or neutralized (outputs not written by the call are refused, or the handler's work is
+//   measured with the call)
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
