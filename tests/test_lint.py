@@ -32,6 +32,9 @@ pytestmark = pytest.mark.unit
         ("_MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);", "fp-state"),
         ('setenv("OMP_NUM_THREADS", "1", 1);', "environment"),
         ("sched_setaffinity(0, sizeof(set), &set);", "affinity"),
+        ("static int calls = 0;", "state"),
+        ("static const float* last_x = nullptr;", "state"),
+        ("static std::map<int64_t, Plan> plans;", "state"),
     ],
 )
 def test_each_rule_fires_with_its_line(code: str, rule: str) -> None:
@@ -46,9 +49,19 @@ def test_comments_and_openmp_are_not_flagged() -> None:
     assert lint_source("k.cpp", text) == []
 
 
+def test_constants_and_static_functions_are_not_state() -> None:
+    text = (
+        "static const int kBlock = 256;\nstatic const float kTable[4] = {1, 2, 3, 4};\nstatic constexpr int kN = 8;\n"
+    )
+    text += (
+        "static int helper(int x) {\n  return static_cast<int>(x);\n}\nstatic inline float f(float x) { return x; }\n"
+    )
+    assert lint_source("k.cpp", text) == []
+
+
 def honest_sources() -> list[Path]:
     files = sorted((REPO / "examples" / "rmsnorm" / "kernels").glob("*"))
-    files += [KERNELS / name for name in ("honest.cpp", "axpy.cpp", "tunable_scale_add.cpp", "timing_cheat.cpp")]
+    files += [KERNELS / name for name in ("honest.cpp", "axpy.cpp", "tunable_scale_add.cpp")]
     return [*files, KERNELS / "cuda" / "scale_add.cu", KERNELS / "cuda" / "scale_add_kernel.cu"]
 
 
@@ -63,6 +76,7 @@ def test_honest_kernels_are_clean(path: Path) -> None:
         ("fork_bomb.cpp", {"processes"}),
         ("leaves_state.cpp", {"signals", "fp-state", "environment"}),
         ("cuda/other_stream.cu", {"streams"}),
+        ("timing_cheat.cpp", {"state"}),
     ],
 )
 def test_adversarial_kernels_are_flagged(name: str, rules: set[str]) -> None:

@@ -97,6 +97,9 @@ class HostKernel:
         self._socket: socket.socket | None = None
         self._stopped = False
         self._generation = 0
+        self.files_read_only = False
+        """Whether the host holds the file system read-only to the kernel (Landlock; false where the kernel
+        lacks it)."""
         self._start()  # a library that does not load fails here, as the in-process binding does
         self.release()
 
@@ -194,6 +197,7 @@ class HostKernel:
             answer = self._receive(ours)
         finally:
             ours.settimeout(None)
+        self.files_read_only = answer == b"KL"
         if not answer.startswith(b"K"):
             self.release()
             text = answer[1:].decode(errors="replace")

@@ -5,7 +5,9 @@ entry-point signature (pointers, ``double`` and ``int64_t`` in definition order)
 with no argument marshalling. At start it arranges to die with the worker, installs a seccomp filter (x86-64
 and aarch64) under which starting a process (fork, vfork, clone without CLONE_THREAD), exec, ptrace and
 cross-process memory access kill the host with SIGSYS (clone3 reports ENOSYS, so threads fall back to
-clone), and only then loads the candidate's library. It then serves the worker over a sequenced-packet
+clone), restricts itself with Landlock where the kernel has it (no file may be written, made or removed, no
+TCP port bound or connected: the build cache and the rest of the file system are read-only to the kernel),
+and only then loads the candidate's library. It then serves the worker over a sequenced-packet
 socket (its fd is the last argument): ``B`` maps a binding's buffers (memfds passed with SCM_RIGHTS) and
 records its arguments, ``C`` calls the kernel on one binding and answers its return code with the call's
 nonce, ``F`` unmaps a binding. The worker (``host.py``) never reads a verdict from it: outputs are read

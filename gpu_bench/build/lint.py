@@ -2,7 +2,8 @@
 
 Threads and processes that outlive the call, signal handlers and alarms, reads of ``/proc`` (the harness's
 memory is not an input), the Python C API, streams other than the one passed in, and changes to the
-floating-point state, the environment or the CPU affinity: each is a warning with the line and a reason,
+floating-point state, the environment or the CPU affinity, and mutable static state kept across calls: each
+is a warning with the line and a reason,
 so the agents (the compile tool) and the editor (diagnostics) see it. It is a signal, not the defence: the
 evaluator's own checks hold whatever the lint misses. OpenMP (``#pragma omp``) is a legitimate way to use
 threads and is not flagged.
@@ -63,6 +64,13 @@ RULES = [
         "fp-state",
         re.compile(r"\b(?:fesetround|fesetenv|feupdateenv|_MM_SET_FLUSH_ZERO_MODE|_MM_SET_DENORMALS_ZERO_MODE)\b"),
         "changes the floating-point state (rounding, flush-to-zero): it outlives the call",
+    ),
+    Rule(
+        "state",
+        re.compile(r"(?<!\w)static\s+(?!constexpr\b)(?!const\s+[\w:]+\s+\w+\s*(?:\[[^\]]*\]\s*)?=)[^;=(]*(?:=[^;]*)?;"),
+        "keeps mutable state across calls (a static variable): a cache by pointer or shape, or a call count, "
+        "makes later calls do other work than the first; the evaluator checks random timed calls on inputs "
+        "it rotates, so keep kernels stateless",
     ),
     Rule(
         "environment",
