@@ -54,6 +54,12 @@ def add_parser(sub: Any) -> None:
         help="after a workload times out or crashes, evaluate the rest anyway (default: skip them)",
     )
     p.add_argument(
+        "--no-isolate",
+        action="store_true",
+        help="call C ABI kernels on the CPU in the worker's own process (default: each in a native host process "
+        "of its own, which the verdict's code never shares; see docs/evaluator.md)",
+    )
+    p.add_argument(
         "--flush",
         choices=["operands", "buffer", "none"],
         default="operands",
@@ -169,6 +175,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
         rtol=job.rtol,
         timeout_s=args.timeout,
         keep_going=args.keep_going,
+        isolate=not args.no_isolate,
         timing=TimingConfig(
             max_time_s=args.max_time,
             flush_cache=args.flush != "none",

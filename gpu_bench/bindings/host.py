@@ -219,8 +219,10 @@ class HostKernel:
         raise KernelCallError(f"the kernel crashed the native host ({self._death()})")
 
     def _death(self) -> str:
-        process = self._process
-        self._socket = None
+        process, sock = self._process, self._socket
+        self._process, self._socket = None, None
+        if sock is not None:
+            sock.close()
         if process is None:
             return "it is gone"
         try:

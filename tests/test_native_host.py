@@ -1,0 +1,124 @@
+"""The native host (``bindings/host.py``): C ABI kernels on the CPU run in a process of their own, on buffers
+shared with the worker, confined, stopped between calls, and unable to forge the host's answers."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import DATA
+from evoteam.gpu_bench.bindings import KernelCallError, KernelIntegrityError, KernelLoadError
+from evoteam.gpu_bench.bindings.host import HostKernel
+from evoteam.gpu_bench.schema import Definition
+from evoteam.gpu_bench.task import load_definition
+
+pytestmark = pytest.mark.integration
+
+HONEST = 'extern "C" int scale_add(const float* x, const float* y, float* out, long n) {\n'
+HONEST += "  for (long i = 0; i < n; ++i) out[i] = 2.0f * x[i] + y[i];\n  return 0;\n}\n"
+
+
+@pytest.fixture(scope="module")
+def definition() -> Definition:
+    return load_definition(DATA / "scale_add.json")
+
+
+def library(tmp_path: Path, body: str, name: str = "k") -> str:
+    source = tmp_path / f"{name}.cpp"
+    source.write_text("#include <cerrno>\n#include <cstdio>\n#include <cstring>\n#include <thread>\n" + body)
+    built = tmp_path / f"{name}.so"
+    command = ["g++", "-O1", "-shared", "-fPIC", "-pthread", "-o", str(built), str(source)]
+    subprocess.run(command, check=True)
+    return str(built)
+
+
+def buffers(n: int = 4096) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    return {"x": torch.randn(n), "y": torch.randn(n)}, {"out": torch.full((n,), float("nan"))}
+
+
+def test_an_honest_kernel_fills_the_worker_s_own_tensors(tmp_path: Path, definition: Definition) -> None:
+    kernel = HostKernel(library(tmp_path, HONEST), "scale_add", definition)
+    inputs, outputs = buffers()
+    out = outputs["out"]
+    call = kernel.bind(inputs, outputs, {"n": 4096})
+    call()
+    assert outputs["out"] is out and torch.allclose(out, 2 * inputs["x"] + inputs["y"])
+    inputs["x"].copy_(torch.randn(4096))  # the same buffers, new values: the host sees them
+    call()
+    assert torch.allclose(out, 2 * inputs["x"] + inputs["y"])
+    kernel.release()
+
+
+def test_a_missing_entry_point_is_a_load_error(tmp_path: Path, definition: Definition) -> None:
+    with pytest.raises(KernelLoadError, match="not exported"):
+        HostKernel(library(tmp_path, HONEST), "nope", definition)
+
+
+def test_a_crash_kills_only_the_host_and_the_next_binding_gets_a_fresh_one(
+    tmp_path: Path, definition: Definition
+) -> None:
+    body = HONEST.replace("return 0;", "if (n == 7) { volatile int* p = nullptr; *p = 1; }\n  return 0;")
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers(7)
+    with pytest.raises(KernelCallError, match="killed by SIGSEGV"):
+        kernel.bind(inputs, outputs, {"n": 7})()
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
+    kernel.release()
+
+
+def test_starting_a_process_kills_the_host_with_sigsys(tmp_path: Path, definition: Definition) -> None:
+    body = '#include <unistd.h>\nextern "C" int scale_add(const float*, const float*, float*, long) {\n'
+    body += "  pid_t child = fork();\n  if (child == 0) _exit(0);\n  return child < 0 ? errno : 0;\n}\n"
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers()
+    with pytest.raises(KernelCallError, match="SIGSYS: it started a process"):
+        kernel.bind(inputs, outputs, {"n": 4096})()
+
+
+def test_the_file_system_is_read_only_to_the_kernel(tmp_path: Path, definition: Definition) -> None:
+    target = tmp_path / "written"
+    body = 'extern "C" int scale_add(const float*, const float*, float*, long) {\n'
+    body += f'  FILE* f = fopen("{target}", "w");\n  if (f == nullptr) return errno;\n  fclose(f);\n  return 0;\n}}\n'
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers()
+    call = kernel.bind(inputs, outputs, {"n": 4096})
+    if not kernel.files_read_only:
+        kernel.release()
+        pytest.skip("this Linux kernel has no Landlock")
+    with pytest.raises(KernelCallError, match="returned 13"):  # EACCES
+        call()
+    kernel.release()
+    assert not target.exists()
+
+
+def test_work_left_to_a_thread_is_frozen_with_the_call(tmp_path: Path, definition: Definition) -> None:
+    """The kernel returns at once and computes in a detached thread: the worker stops the host on its answer,
+    so the outputs stay as they were until the next call continues it."""
+    body = 'extern "C" int scale_add(const float* x, const float* y, float* out, long n) {\n'
+    body += "  std::thread([=] { for (int r = 0; r < 200; ++r) for (long i = 0; i < n; ++i) "
+    body += "out[i] = 2.0f * x[i] + y[i] + 0.0f * r; }).detach();\n  return 0;\n}\n"
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers(1 << 20)
+    kernel.bind(inputs, outputs, {"n": 1 << 20})()
+    seen = outputs["out"].clone()
+    assert torch.isnan(seen).any()  # unfinished when the call returned, and frozen so
+    kernel.release()
+
+
+def test_an_answer_the_kernel_forges_is_an_integrity_error(tmp_path: Path, definition: Definition) -> None:
+    """It writes an answer of its own to every socket it has, before the host's answer: the nonce is wrong."""
+    body = "#include <sys/socket.h>\n#include <sys/stat.h>\n"
+    body += 'extern "C" int scale_add(const float*, const float*, float*, long) {\n'
+    body += "  char answer[16] = {'R'};\n  struct stat s;\n"
+    body += "  for (int fd = 3; fd < 64; ++fd) if (fstat(fd, &s) == 0 && S_ISSOCK(s.st_mode)) "
+    body += "send(fd, answer, sizeof answer, 0);\n  return 0;\n}\n"
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers()
+    with pytest.raises(KernelIntegrityError):
+        kernel.bind(inputs, outputs, {"n": 4096})()
+    kernel.release()
