@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from evoteam.supervisor.events import Evaluated
+from evoteam.supervisor.events import Evaluated, Retimed
 from evoteam.supervisor.journal import Entry, JournalError, check_header, decode
 from evoteam.supervisor.records import WorkloadOutcome
 from evoteam.supervisor.state import RunState, apply
@@ -73,7 +73,7 @@ class RunFold:
         state, evaluated = self.state.thawed(), {}
         for at, entry in entries:
             apply(state, entry.event)
-            if isinstance(entry.event, Evaluated):
+            if isinstance(entry.event, Evaluated | Retimed):
                 evaluated[entry.event.record.id] = at
         if entries:
             self.state = state
@@ -112,7 +112,7 @@ def _lean(line: bytes, where: str) -> Entry:
         raise JournalError(f"{where}: not a journal event: not JSON") from None
     data = raw.get("data") if isinstance(raw, dict) else None
     if isinstance(data, dict):
-        records = [data.get("record")] if raw.get("kind") == "evaluated" else []
+        records = [data.get("record")] if raw.get("kind") in ("evaluated", "retimed") else []
         if raw.get("kind") == "round_finished" and isinstance(data.get("record"), dict):
             records = data["record"].get("candidates") or []
         for record in records:

@@ -131,6 +131,14 @@ class Committed(_Event):
     sha: str
 
 
+class Retimed(_Event):
+    """A contender for best timed again against the start (a fresh evaluation): its record now holds those
+    figures, with the first measurement's geomean in ``retimed_from``."""
+
+    kind: Literal["retimed"] = "retimed"
+    record: CandidateRecord
+
+
 class BestMoved(_Event):
     kind: Literal["best"] = "best"
     id: str
@@ -172,6 +180,7 @@ Event = Annotated[
     | AgentFinished
     | Evaluated
     | Committed
+    | Retimed
     | BestMoved
     | DecisionMade
     | TeamChanged

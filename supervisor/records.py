@@ -50,6 +50,9 @@ class CandidateRecord(BaseModel):
     known_failure: str | None = None
     """The id of the knowledge-store failed attempt this candidate repeats, if it does."""
     vetoed: bool = False
+    retimed_from: float | None = None
+    """The geomean of the first measurement, when this record holds the re-timing against the start that a
+    contender for best gets before the best is named; None when it was measured once."""
     workloads: list[WorkloadOutcome] = Field(default_factory=list)
     """Per-workload outcomes (journals written before they were recorded have none)."""
 

@@ -31,6 +31,7 @@ from evoteam.supervisor.events import (
     DecisionMade,
     Evaluated,
     Event,
+    Retimed,
     RoundFinished,
     RoundStarted,
     RunFinished,
@@ -180,6 +181,8 @@ def apply(state: RunState, event: Event) -> None:
             _candidate(state, record.id, "evaluated").record = record
         case Committed(id=cid, sha=sha):
             _candidate(state, cid, "committed").sha = sha
+        case Retimed(record=record):
+            _candidate(state, record.id, "retimed").record = record
         case BestMoved(id=cid, speedup=speedup):
             state.best, state.best_speedup = cid, speedup
         case DecisionMade(decision=decision):

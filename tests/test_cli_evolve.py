@@ -51,6 +51,8 @@ def test_evolve_show_accept_on_a_cpu_kernel(repo: Path) -> None:
     best = shown["best"]
     assert best is not None
     assert "evoteam/" + run + "/best" in git(repo, "branch", "--list", "evoteam/*")
+    [named] = [c for c in shown["candidates"] if c["id"] == best]  # on a second, independent measurement
+    assert named["record"]["retimed_from"] is not None and named["ci_vs_start"][0] > 1.02
 
     (repo / "kernel.cpp").write_text("// my own edit\n")
     refused = evoteam(repo, "accept", run)

@@ -129,6 +129,13 @@ class EvaluationCache:
         with self._lock:
             return self._results.get(solution.content_hash())
 
+    def retime(self, solution: Solution) -> CandidateResult:
+        """A fresh evaluation, whatever is cached (it replaces the cached one)."""
+        result = self._service.evaluate(solution)
+        with self._lock:
+            self._results[solution.content_hash()] = result
+        return result
+
     def evaluate(self, solution: Solution) -> CandidateResult:
         cached = self.get(solution)
         if cached is not None:
