@@ -88,41 +88,29 @@ def case(
 
 
 CHEATS = [
-    case(
-        "memo_full_hash.cpp",
-        "neutralized",
-        escapes="timed calls reuse the correctness trials' input values, so every timed call is a hash and a copy",
-    ),
-    case(
-        "memo_sampled.cpp",
-        "neutralized|rejected",
-        escapes="timed calls reuse the trials' input values: 16 samples identify them, every timed call is a copy",
-    ),
+    case("memo_full_hash.cpp", "neutralized|rejected", "inputs it has not seen"),
+    case("memo_sampled.cpp", "neutralized|rejected", "inputs it has not seen"),
     case("skip_unless_poisoned.cpp", "neutralized"),
     case("defer_fork.cpp", "rejected", "started a process", workload=SMALL),
     case("defer_sigalrm.cpp", "rejected|neutralized", workload=SMALL),
-    case("defer_thread.cpp", "rejected|neutralized", workload=SMALL),
+    pytest.param(
+        Case("defer_thread.cpp", frozenset({"rejected", "neutralized"}), workload=SMALL),
+        id="defer_thread.cpp",
+        marks=pytest.mark.xfail(
+            strict=False,
+            reason="races the native host's SIGSTOP: its thread's work is frozen unfinished (rejected), measured with "
+            "the call (neutralized), or finished off the clock in the window before the stop (escaped), from run "
+            "to run",
+        ),
+    ),
     case("defer_until_read.cpp", "rejected|neutralized", workload=SMALL),
     case("scan_memory.cpp", "neutralized"),
     case("capi_patch_harness.cpp", "rejected", "outside atol"),
     case("forge_protocol.cpp", "rejected", "non-finite"),
     case("fixed_table.cpp", "flagged", "fixed-inputs", workload="fixed-256"),
-    case(
-        "lying_tensor.py",
-        "rejected",
-        value_returning=True,
-        escapes="the returned tensor subclass's __torch_function__ runs inside compare() and makes every element agree",
-    ),
-    case(
-        "sticky_torch_mode.py",
-        "rejected",
-        escapes="a TorchFunctionMode entered by the candidate stays active for the harness's comparison",
-    ),
-    case(
-        "patch_harness.py",
-        "rejected",
-        escapes="the candidate's import replaces check_outputs/compare in evoteam's modules, which are not watched",
-    ),
+    case("lying_tensor.py", "rejected", "subclass of torch.Tensor", value_returning=True),
+    case("sticky_torch_mode.py", "rejected", "torch mode"),
+    case("patch_harness.py", "rejected", "evoteam.gpu_bench.worker.evaluate.check_outputs"),
 ]
 
 HOST_STATE = (

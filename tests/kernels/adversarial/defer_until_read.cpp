@@ -4,7 +4,7 @@
 //   poisoning them before the next call) faults, and the handler gives access back and computes the outputs
 //   (its slow, 20-pass honest work) before the access goes on. The work happens exactly when someone looks,
 //   never on the clock. The handler puts the previous SIGSEGV disposition back: no handler is left behind.
-// workload: small-1000 (a handoff and one pass on 1,000 floats: the work is done before anyone looks)
+// workload: small-1000 (little work, done before the harness looks)
 // expected: rejected or neutralized (outputs not written by the call are refused, or the handler's work is
 //   measured with the call)
 #include <signal.h>

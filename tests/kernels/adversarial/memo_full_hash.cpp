@@ -3,7 +3,8 @@
 //   hash to a kept key copies the kept result instead of computing. Outputs are always right: the cheat is
 //   that the timed calls reuse input values the correctness trials already showed it, so only hashing and a
 //   copy are timed, never its (deliberately slow, 20-pass) honest work.
-// expected: neutralized (timed on inputs it has not seen, it is measured at the speed of its honest work)
+// expected: neutralized or rejected (timed on inputs it has not seen, it is measured at the speed of its honest
+//   work; or it is refused for being slower on unseen inputs than on the timed ones)
 #include <cstdint>
 #include <cstring>
 #include <unordered_map>
