@@ -204,21 +204,23 @@ def _workload_result(run: WorkloadRun, base: WorkloadRun | None) -> WorkloadResu
     )
     paired = o.paired if o.status == EvaluationStatus.PASSED else None
     if paired is not None:
-        flags = workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus) + _fixed(run.workload)
+        flags = workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus) + _fixed(run)
         update = {"baseline_timing": paired.incumbent, "speedup": paired.ratio, "ci": paired.ci}
         return result.model_copy(update={**update, "pairs": paired.pairs, "flags": flags})
     base_timing = base.outcome.timing if base is not None else None
     speedup = None
     if o.status == EvaluationStatus.PASSED and o.timing is not None and base_timing is not None:
         speedup = base_timing.median_ms / o.timing.median_ms if o.timing.median_ms > 0 else 0.0
-    flags = workload_flags(speedup, None) + _fixed(run.workload)
+    flags = workload_flags(speedup, None) + _fixed(run)
     return result.model_copy(update={"baseline_timing": base_timing, "speedup": speedup, "flags": flags})
 
 
-def _fixed(workload: Workload) -> list[str]:
-    """``fixed-inputs`` when some input comes from a blob: the same values every time (a candidate could have
-    answers for them), where random inputs are fresh per trial."""
-    return ["fixed-inputs"] if any(isinstance(s, SafetensorsInput) for s in workload.inputs.values()) else []
+def _fixed(run: WorkloadRun) -> list[str]:
+    """``fixed-inputs`` when some input comes from a blob (the same values every time: a candidate could have
+    answers for them, where random inputs are fresh per trial) and the kernel could not be verified and
+    memo-checked on perturbed copies of them (nothing to perturb, or the definition does not allow it)."""
+    fixed = any(isinstance(s, SafetensorsInput) for s in run.workload.inputs.values())
+    return ["fixed-inputs"] if fixed and not run.outcome.perturbed else []
 
 
 def _trace_of(

@@ -46,7 +46,20 @@ def test_safetensors_inputs_are_read_from_the_blob_root(evaluator: Evaluator, tm
         definition, [workload], kernel_solution("honest.cpp"), reference_solution(definition), quick_config(), tmp_path
     )
     assert result.status == EvaluationStatus.PASSED
-    assert "fixed-inputs" in result.workloads[0].flags  # the same values every time: flagged
+    assert "fixed-inputs" not in result.workloads[0].flags  # verified on a perturbed copy as well
+    # values a perturbation would push to infinity: the definition does not allow one, so the same values
+    # every time are all there is, and the result is flagged
+    save_file({"x": torch.full((300,), 1.69e38), "y": torch.zeros(300)}, str(tmp_path / "blob" / "huge.safetensors"))
+    huge = workload.model_copy(
+        update={
+            "uuid": "huge",
+            "inputs": {k: v.model_copy(update={"path": "blob/huge.safetensors"}) for k, v in workload.inputs.items()},
+        }
+    )
+    flagged = evaluator.evaluate(
+        definition, [huge], kernel_solution("honest.cpp"), reference_solution(definition), quick_config(), tmp_path
+    )
+    assert flagged.status == EvaluationStatus.PASSED and "fixed-inputs" in flagged.workloads[0].flags
     wrong = kernel_solution("partial_write.cpp")
     failed = evaluator.evaluate(definition, [workload], wrong, reference_solution(definition), quick_config(), tmp_path)
     assert failed.status == EvaluationStatus.INCORRECT_NUMERICAL

@@ -1,7 +1,9 @@
-"""Builds the input values of one workload trial: seeded random tensors, scalars, safetensors blobs."""
+"""Builds the input values of one workload trial: seeded random tensors, scalars, safetensors blobs; and
+perturbed copies of a workload's fixed (blob) values."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -45,6 +47,33 @@ def make_inputs(
     if unknown:
         raise InputError(f"workload {workload.uuid} names inputs {sorted(unknown)} not in {definition.name}")
     return values
+
+
+PERTURBATION = 2.0**-6
+"""The largest relative change of a fixed value in a perturbed copy."""
+
+
+def perturbed(workload: Workload, inputs: Mapping[str, Value], seed: int) -> dict[str, Value] | None:
+    """A copy of ``inputs`` whose floating-point tensors read from blobs (a dataset's fixed values, which a
+    candidate could carry answers for) are each scaled element-wise by ``1 + u``, ``|u| <= 2**-6``; None when
+    the workload has no such input. Integer tensors (indices, lengths) and scalars are never changed."""
+    names = [
+        name
+        for name, source in workload.inputs.items()
+        if isinstance(source, SafetensorsInput)
+        and isinstance(inputs.get(name), torch.Tensor)
+        and inputs[name].dtype.is_floating_point  # type: ignore[union-attr]
+    ]
+    if not names:
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    copy = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    for name in names:
+        tensor = copy[name]
+        assert isinstance(tensor, torch.Tensor)
+        scale = 1.0 + (torch.rand(tensor.shape, generator=generator, dtype=torch.float64) * 2 - 1) * PERTURBATION
+        copy[name] = (tensor.double() * scale.to(tensor.device)).to(tensor.dtype)
+    return copy
 
 
 def _random_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:

@@ -28,10 +28,10 @@ from pydantic import BaseModel, Field
 from evoteam.gpu_bench.bindings import Kernel, KernelCallError, KernelIntegrityError
 from evoteam.gpu_bench.bindings.device import CUDA, cuda_healthy, is_device_error, synchronize
 from evoteam.gpu_bench.bindings.dtypes import torch_dtype
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SafetensorsInput, Solution, Workload
 from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, TimingStats
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch, compare
-from evoteam.gpu_bench.verify.inputs import Value, make_inputs
+from evoteam.gpu_bench.verify.inputs import Value, make_inputs, perturbed
 from evoteam.gpu_bench.verify.integrity import active_modes
 
 
@@ -68,6 +68,9 @@ class WorkloadOutcome(BaseModel):
     timing: TimingStats | None = None
     paired: PairedStats | None = None
     """Timed against ``EvalConfig.incumbent``: the ratios, their median and interval, both kernels' stats."""
+    perturbed: bool = False
+    """The workload's fixed (blob) inputs were also verified on a perturbed copy, and the memo check ran on
+    perturbed copies: answers carried for the fixed values cannot pass or time well."""
 
 
 class ReferenceFailure(RuntimeError):
@@ -133,21 +136,69 @@ def evaluate_workload(
         )
         previous = Trial(inputs, pristine, expected)
         trials = [*trials[-2:], previous]  # the last three: timing rotates over their contents
+    draw = random.SystemRandom()  # values nobody can precompute: a memo of earlier calls cannot answer them
+    fixed = _perturbable(kernel, definition, workload, reference, config, blob_root, draw)
+    if isinstance(fixed, WorkloadOutcome):
+        return fixed
     passed = WorkloadOutcome(
         status=EvaluationStatus.PASSED,
         max_absolute_error=worst.max_absolute_error,
         max_relative_error=worst.max_relative_error,
+        perturbed=fixed,
     )
     if not config.measure:
         return passed
     from evoteam.gpu_bench.worker.timed import Unseen, time_workload  # timed.py builds on this module
 
-    draw = random.SystemRandom()  # values nobody can precompute: a memo of earlier calls cannot answer them
-    unseen = Unseen(
-        inputs=lambda: make_inputs(definition, workload, draw.getrandbits(56), blob_root, kernel.device),
-        expect=lambda pristine: _reference(reference, definition, pristine, workload),
-    )
+    def unseen_inputs() -> dict[str, Value]:
+        values = make_inputs(definition, workload, draw.getrandbits(56), blob_root, kernel.device)
+        return (perturbed(workload, values, draw.getrandbits(63)) or values) if fixed else values
+
+    unseen = Unseen(inputs=unseen_inputs, expect=lambda pristine: _reference(reference, definition, pristine, workload))
     return time_workload(kernel, definition, axes, trials, config, passed, incumbent, unseen)
+
+
+def _perturbable(
+    kernel: Kernel,
+    definition: Definition,
+    workload: Workload,
+    reference: RunReference,
+    config: EvalConfig,
+    blob_root: Path | None,
+    draw: random.SystemRandom,
+) -> bool | WorkloadOutcome:
+    """One more trial on a perturbed copy of the workload's fixed inputs (``verify/inputs.perturbed``): True
+    when the kernel passed it, its failure when it did not, False when there is nothing to perturb or the
+    definition does not allow it (the reference fails, or turns finite outputs non-finite, on the copy)."""
+    if not any(isinstance(source, SafetensorsInput) for source in workload.inputs.values()):
+        return False
+    original = make_inputs(definition, workload, _seed(config.seed, workload.uuid, 0), blob_root, kernel.device)
+    copy = perturbed(workload, original, draw.getrandbits(63))
+    if copy is None:
+        return False
+    try:
+        before = reference(_clone(original))
+        expected = reference(_clone(copy))
+    except Exception:
+        return False
+    if any(bool(torch.isfinite(before[n]).logical_and(~torch.isfinite(expected[n])).any()) for n in expected):
+        return False
+    axes = definition.axis_values(workload.axes)
+    outputs = nan_outputs(definition, axes, kernel.device)
+    pristine = _clone(copy)
+    where = " (on a perturbed copy of the workload's fixed inputs: answers carried for the fixed values fail here)"
+    try:
+        call = kernel.bind(copy, outputs, axes)
+    except KernelCallError as exc:
+        return WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=_describe(exc) + where)
+    produced = _run_once(kernel, call, outputs, copy, pristine)
+    if isinstance(produced, WorkloadOutcome):
+        return produced.model_copy(update={"reason": produced.reason + where})
+    checked = check_outputs(definition, produced, expected, axes, config)
+    if isinstance(checked, Mismatch):
+        failed = _outcome(checked)
+        return failed.model_copy(update={"reason": failed.reason + where})
+    return True
 
 
 def failure(kernel: Kernel, exc: Exception, prefix: str = "") -> WorkloadOutcome:
