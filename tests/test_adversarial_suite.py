@@ -23,6 +23,7 @@ reason's phrase). The CUDA cases are built here (nvcc, no GPU needed) and linted
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from hardening import record
 
 from conftest import DATA, KERNELS, QUICK_TIMING
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.build.builder import build
+from evoteam.gpu_bench.build.builder import build, build_key
 from evoteam.gpu_bench.build.cuda.nvcc import find_nvcc
 from evoteam.gpu_bench.build.lint import TOOL, lint_source
 from evoteam.gpu_bench.result import CandidateResult
@@ -48,7 +49,7 @@ from evoteam.gpu_bench.worker.threads import default_policy
 pytestmark = pytest.mark.hardening
 
 CASES = KERNELS / "adversarial"
-LARGE, SMALL = "large-65536", "small-1000"
+LARGE, SMALL, FIXED = "large-65536", "small-1000", "fixed-4096"
 SUSPICION_FLAGS = frozenset({"fixed-inputs", "excessive"})
 INFLATION = 2.0
 """A PASSED case with right outputs is neutralized at no more than this times the slow control's speedup."""
@@ -107,7 +108,7 @@ CHEATS = [
     case("scan_memory.cpp", "neutralized"),
     case("capi_patch_harness.cpp", "rejected", "outside atol"),
     case("forge_protocol.cpp", "rejected", "non-finite"),
-    case("fixed_table.cpp", "flagged", "fixed-inputs", workload="fixed-256"),
+    case("fixed_table.cpp", "flagged|rejected|neutralized", workload=FIXED),
     case("lying_tensor.py", "rejected", "subclass of torch.Tensor", value_returning=True),
     case("sticky_torch_mode.py", "rejected", "torch mode"),
     case("patch_harness.py", "rejected", "evoteam.gpu_bench.worker.evaluate.check_outputs"),
@@ -117,14 +118,13 @@ HOST_STATE = (
     "each request's C kernels get a fresh native host, so the next candidate is measured clean, but what the case "
     "changed in its host is not reported"
 )
+READ_ONLY = (
+    "the native host keeps the file system read-only to the kernel (Landlock), so the entry stays as built and "
+    "the next candidate is measured clean, but the attempt is not reported"
+)
 SABOTAGE = [
-    case(
-        "poison_cache.cpp",
-        "caught",
-        escapes="a kernel.so replaced together with the SHA-256 in the entry's manifest.json passes the cache's "
-        "check: the next honest candidate runs the planted slow code, unreported",
-    ),
-    case("poison_cache_naive.cpp", "caught", "did not match its manifest"),
+    case("poison_cache.cpp", "caught", escapes=READ_ONLY),
+    case("poison_cache_naive.cpp", "caught", "did not match its manifest", escapes=READ_ONLY),
     case("leaves_alarm.cpp", "caught", "an armed interval timer", escapes=HOST_STATE),
     case("leaves_fp_state.cpp", "caught", "rounding mode", escapes=HOST_STATE),
     case("leaves_affinity.cpp", "caught", "CPU affinity", escapes=HOST_STATE),
@@ -134,25 +134,10 @@ SABOTAGE = [
 ]
 
 GPU_LINT = [
-    pytest.param("gpu_private_stream.cu", {"streams"}, id="gpu_private_stream.cu"),
-    pytest.param(
-        "gpu_pointer_cache.cu",
-        {"state"},
-        id="gpu_pointer_cache.cu",
-        marks=pytest.mark.xfail(strict=True, reason="no lint rule for state a kernel keeps across calls"),
-    ),
-    pytest.param(
-        "gpu_shape_cache.cu",
-        {"state"},
-        id="gpu_shape_cache.cu",
-        marks=pytest.mark.xfail(strict=True, reason="no lint rule for state a kernel keeps across calls"),
-    ),
-    pytest.param(
-        "gpu_less_after_warmup.cu",
-        {"state"},
-        id="gpu_less_after_warmup.cu",
-        marks=pytest.mark.xfail(strict=True, reason="no lint rule for state a kernel keeps across calls"),
-    ),
+    pytest.param("gpu_private_stream.cu", {"streams", "state"}, id="gpu_private_stream.cu"),
+    pytest.param("gpu_pointer_cache.cu", {"state"}, id="gpu_pointer_cache.cu"),
+    pytest.param("gpu_shape_cache.cu", {"state"}, id="gpu_shape_cache.cu"),
+    pytest.param("gpu_less_after_warmup.cu", {"state"}, id="gpu_less_after_warmup.cu"),
 ]
 CONTROLS = ["honest.cpp", "honest.py", "adversarial/control_slow.cpp"]
 
@@ -234,10 +219,10 @@ def new_runner(cache: Path) -> LocalRunner:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
-    """The runner, with the slow control's speedup on both workloads and the honest kernel's on the large one."""
+    """The runner, with the slow control's speedup on each workload and the honest kernel's on the large one."""
     s = Suite(tmp_path_factory.mktemp("adversarial-cache"))
     try:
-        for uuid in (LARGE, SMALL):
+        for uuid in (LARGE, SMALL, FIXED):
             slow = s.evaluate(solution(CASES / "control_slow.cpp"), uuid)
             assert slow.status == S.PASSED and slow.workloads[0].speedup, slow.workloads[0].reason
             s.slow[uuid] = slow.workloads[0].speedup
@@ -262,6 +247,13 @@ def outcome(result: CandidateResult, held: Case, slow: float) -> tuple[str, str]
         return "neutralized", f"{w.speedup:.2f}x (slow honest work: {slow:.2f}x)"
     shown = f"{w.speedup:.2f}x" if w.speedup is not None else "no speedup"
     return "escaped", f"PASSED unflagged at {shown} (slow honest work: {slow:.2f}x)"
+
+
+def digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of each file of a build cache entry (empty when there is none)."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 def _reason(result: CandidateResult) -> str:
@@ -306,6 +298,8 @@ def test_a_cheat_gets_its_outcome(suite: Suite, held: Case) -> None:
 @pytest.mark.parametrize("held", SABOTAGE)
 def test_a_sabotage_is_reported_and_the_next_candidate_measured_clean(suite: Suite, held: Case, tmp_path: Path) -> None:
     own: LocalRunner | None = None
+    entry: Path | None = None
+    before: dict[str, str] = {}
     evaluator = suite.evaluator
     victim = suite.honest_variant()
     try:
@@ -314,7 +308,10 @@ def test_a_sabotage_is_reported_and_the_next_candidate_measured_clean(suite: Sui
             evaluator = Evaluator(own)
             first = suite.evaluate(victim, LARGE, evaluator)
             assert first.status == S.PASSED, first.workloads[0].reason
+            entry = tmp_path / "cache" / build_key(victim)
+            before = digests(entry)
         result = suite.evaluate(solution(CASES / held.file), LARGE, evaluator)
+        now = digests(entry) if entry is not None else {}
         if own is not None:
             own.close()  # a fresh worker reads the build cache again
         after = suite.evaluate(victim, LARGE, evaluator)
@@ -330,6 +327,9 @@ def test_a_sabotage_is_reported_and_the_next_candidate_measured_clean(suite: Sui
         f"own verdict {result.status.value}; the honest candidate after it: {after.status.value} ({at}; clean "
         f"{clean:.2f}x); reported: {', '.join(reported) or 'no'}"
     )
+    if entry is not None:
+        changed = sorted(name for name in before.keys() | now.keys() if before.get(name) != now.get(name))
+        figure += f"; its cache entry after the case: {'changed: ' + ', '.join(changed) if changed else 'as built'}"
     record("adversarial", held.file, figure, measured and bool(reported))
     assert measured, figure
     assert reported, figure
