@@ -134,6 +134,9 @@ class Session:
     cache: Path
     definition: Definition
     workloads: dict[str, Workload]
+    """Every workload a case may use, by uuid: the task's and those of the cases' own workload files."""
+    blob_roots: dict[str, Path]
+    """Where the blobs of a case's own workloads are (by uuid)."""
     runner: LocalRunner
     evaluator: Evaluator
     config: EvalConfig
@@ -222,13 +225,20 @@ def new_runner(cache: Path) -> LocalRunner:
     return LocalRunner(cache_root=cache, memory_limit_mb=4096, threads=thread_policy(threads=1))
 
 
-def open_session(cache: Path, config: EvalConfig | None = None) -> Session:
-    """A session whose build caches live under ``cache`` (the caller's to remove)."""
+def open_session(cache: Path, config: EvalConfig | None = None, cases: Sequence[Case] = ()) -> Session:
+    """A session whose build caches live under ``cache`` (the caller's to remove), knowing the task's workloads
+    and those of ``cases``' own workload files."""
     runner = new_runner(cache / "shared")
     definition = load_definition(DATA / "scale_add.json")
     workloads = {w.uuid: w for w in load_workloads(DATA / "scale_add.jsonl")}
+    blob_roots: dict[str, Path] = {}
+    for case in cases:
+        if case.workloads_file != DATA / "scale_add.jsonl":
+            for w in load_workloads(case.workloads_file):
+                workloads[w.uuid] = w
+                blob_roots[w.uuid] = case.workloads_file.parent
     config = config or EvalConfig(timeout_s=20.0, timing=TIMING)
-    return Session(cache, definition, workloads, runner, Evaluator(runner), config)
+    return Session(cache, definition, workloads, blob_roots, runner, Evaluator(runner), config)
 
 
 def evaluate(
@@ -243,21 +253,13 @@ def evaluate(
     return chosen.evaluate(session.definition, [workload], candidate, baseline, session.config, blob_root)
 
 
-def workload_of(session: Session, case: Case) -> tuple[Workload, Path | None]:
-    if case.workloads_file == DATA / "scale_add.jsonl":
-        return session.workloads[case.workload], None
-    fixed = {w.uuid: w for w in load_workloads(case.workloads_file)}
-    chosen = fixed[case.workload] if case.workload in fixed else next(iter(fixed.values()))
-    return chosen, case.workloads_file.parent
-
-
 def measure_controls(session: Session, uuids: Sequence[str]) -> list[Outcome]:
     """The honest controls on each workload the cases use; their speedups become the session's yardsticks."""
     outcomes: list[Outcome] = []
     for uuid in uuids:
         for relative in CONTROLS:
             path = KERNELS / relative
-            result = evaluate(session, solution(path), session.workloads[uuid])
+            result = evaluate(session, solution(path), session.workloads[uuid], session.blob_roots.get(uuid))
             speedup = result.workloads[0].speedup
             if result.status == EvaluationStatus.PASSED and speedup is not None:
                 if relative.endswith("control_slow.cpp"):
@@ -274,7 +276,7 @@ def measure_controls(session: Session, uuids: Sequence[str]) -> list[Outcome]:
 def run_case(session: Session, case: Case) -> Outcome:
     """Evaluates ``case`` (and, for sabotage, the honest candidate after it) and gives its verdict. A build cache
     case gets a runner and cache of its own, holding the honest candidate's entry before the case runs."""
-    workload, blob_root = workload_of(session, case)
+    workload, blob_root = session.workloads[case.workload], session.blob_roots.get(case.workload)
     large = session.workloads[DEFAULT_WORKLOAD]
     runner = new_runner(session.cache / case.path.stem) if case.number == "8" else session.runner
     evaluator = Evaluator(runner) if case.number == "8" else session.evaluator
@@ -469,9 +471,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{_load()} (other processes on this machine compete for its cores)")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="evoteam-adversarial-") as cache:
-        session = open_session(Path(cache))
+        session = open_session(Path(cache), cases=cases)
         try:
-            uuids = {c.workload for c in cases if c.workloads_file == DATA / "scale_add.jsonl"} | {DEFAULT_WORKLOAD}
+            uuids = {c.workload for c in cases} | {DEFAULT_WORKLOAD}
             controls = measure_controls(session, sorted(uuids))
             outcomes = [run_case(session, case) for case in cases]
         finally:

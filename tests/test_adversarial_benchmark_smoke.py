@@ -36,7 +36,7 @@ def test_every_case_header_is_read(script: ModuleType) -> None:
     assert {c.name for c in cases} == files - {"control_slow.cpp"}
     assert {c.number for c in cases} == {str(n) for n in range(1, 10)}
     fixed = next(c for c in cases if c.name == "fixed_table.cpp")
-    assert fixed.workload == "fixed-256" and fixed.workloads_file.name == "fixed_scale_add.jsonl"
+    assert fixed.workload == "fixed-4096" and fixed.workloads_file.name == "fixed_scale_add.jsonl"
     assert next(c for c in cases if c.name == "lying_tensor.py").value_returning
     assert next(c for c in cases if c.name == "memo_sampled.cpp").expected == {"neutralized", "rejected"}
 
@@ -47,8 +47,8 @@ def test_quick_run_prints_the_tables(script: ModuleType, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert code == 0, out
     assert "| case | category | workload | expected | status | flags | speedup | verdict | lint | why |" in out
-    assert "| `fixed_table.cpp` | 6 fixed inputs | fixed-256 | flagged | PASSED |" in out
+    assert "| `fixed_table.cpp` | 6 fixed inputs | fixed-4096 | flagged or neutralized or rejected |" in out
     assert "| `skip_unless_poisoned.cpp` |" in out
-    assert "cases tried: 2;" in out and "false rejections among honest controls: 0 of 3" in out  # large only
+    assert "cases tried: 2;" in out and "false rejections among honest controls: 0 of 6" in out  # large, fixed
     assert "| isolate=True |" in out and "| isolate=False |" in out
     assert "isolate=True / isolate=False time per workload:" in out
