@@ -109,6 +109,12 @@ CHEATS = [
     case("scan_memory.cpp", "neutralized"),
     case("capi_patch_harness.cpp", "rejected", "outside atol"),
     case("forge_protocol.cpp", "rejected", "non-finite"),
+    case(
+        "forge_protocol.py",
+        "rejected",
+        escapes="a Python candidate runs in the worker and writes an answer with id -1 to the protocol pipe, which "
+        "the client takes as the answer to any request",
+    ),
     case("fixed_table.cpp", "flagged|rejected|neutralized", workload=FIXED),
     case("lying_tensor.py", "rejected", "subclass of torch.Tensor", value_returning=True),
     case("sticky_torch_mode.py", "rejected", "torch mode"),
