@@ -165,6 +165,8 @@ def _one(
         response = worker.evaluate(request, config.timeout_s)
     except WorkerLost as lost:
         status = EvaluationStatus.TIMEOUT if lost.timed_out else EvaluationStatus.RUNTIME_ERROR
+        if lost.tampered:
+            status = EvaluationStatus.REJECTED
         reason = (
             f"did not finish within {config.timeout_s:g} s; the worker was killed" if lost.timed_out else lost.reason
         )

@@ -55,13 +55,15 @@ STARTUP_TIMEOUT_S = 120.0
 
 
 class WorkerLost(RuntimeError):
-    """The worker died or was killed while answering; ``timed_out`` tells which."""
+    """The worker died or was killed while answering; ``timed_out`` tells which, ``tampered`` whether it was
+    killed for an answer that did not belong to the request (something in it wrote to the protocol)."""
 
-    def __init__(self, reason: str, timed_out: bool, log_tail: str) -> None:
+    def __init__(self, reason: str, timed_out: bool, log_tail: str, tampered: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.timed_out = timed_out
         self.log_tail = log_tail
+        self.tampered = tampered
 
 
 def worker_command() -> list[str]:
@@ -170,10 +172,18 @@ class LineWorker(ABC):
             response = self._receive(timeout_s, f"{request.kind} request")
             if isinstance(response, Ready):
                 continue
-            if response.id in (request.id, -1):
-                if isinstance(response, Evaluated | Built) and response.worker_exiting:
-                    self.kill()  # it is exiting on purpose; the next request starts a clean one
-                return response
+            if response.id != request.id:  # only the worker's own answer to this request counts
+                lost = self._lost(
+                    f"the worker's answer did not belong to the request (id {response.id}, expected {request.id}): "
+                    "something in the worker wrote to its protocol (a candidate forging its verdict, or a "
+                    "protocol error); the worker was replaced",
+                    timed_out=False,
+                )
+                lost.tampered = True
+                raise lost
+            if isinstance(response, Evaluated | Built) and response.worker_exiting:
+                self.kill()  # it is exiting on purpose; the next request starts a clean one
+            return response
 
     def _receive(self, timeout_s: float, what: str) -> Ready | Built | Evaluated | Failed:
         deadline = time.monotonic() + timeout_s
