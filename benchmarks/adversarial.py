@@ -84,7 +84,12 @@ TAINTING = ("3", "5", "7", "8", "9")
 """Categories whose cases may leave the worker changed: it is replaced after each of them."""
 CONTROLS = ("honest.cpp", "honest.py", "adversarial/control_slow.cpp")
 """The honest controls, relative to tests/kernels: the plain kernels and the slow one."""
-REPORTED = ("left process state changed", "did not match its manifest", "worker was replaced")
+REPORTED = (
+    "left process state changed",
+    "did not match its manifest",
+    "worker was replaced",
+    "changed its native host's process state",
+)
 
 
 @dataclass(frozen=True)
@@ -325,8 +330,8 @@ def _judge_sabotage(session: Session, result: CandidateResult, after: CandidateR
         return "ESCAPED", f"the honest candidate after it: {after.status.value}: {_reason(after)}"
     if clean is not None and w.speedup < clean / 2:
         return "ESCAPED", f"the honest candidate after it measured {w.speedup:.2f}x (clean: {clean:.2f}x)"
-    if not reported:
-        return "ESCAPED", f"not reported (the honest candidate after it: {w.speedup:.2f}x)"
+    if not reported:  # measured clean and nothing reported: the attempt took no effect (native host, Landlock)
+        return "contained", f"nothing to report; the honest candidate after it: {w.speedup:.2f}x"
     return "caught", f"reported ({reported[0]}); the honest candidate after it: {w.speedup:.2f}x"
 
 
@@ -378,13 +383,15 @@ def _cell(text: str, limit: int = 160) -> str:
 
 
 def totals(cases: Sequence[Outcome], controls: Sequence[Outcome]) -> str:
-    count = {v: sum(1 for o in cases if o.verdict == v) for v in ("rejected", "flagged", "neutralized", "caught")}
+    kinds = ("rejected", "flagged", "neutralized", "caught", "contained")
+    count = {v: sum(1 for o in cases if o.verdict == v) for v in kinds}
     escaped = [o.case.name for o in cases if o.verdict == "ESCAPED"]
     unexpected = [o.case.name for o in cases if o.verdict not in o.case.expected and o.verdict != "ESCAPED"]
     false = [f"{o.case.name} on {o.case.workload}" for o in controls if o.verdict != "pass"]
     lines = [
         f"cases tried: {len(cases)}; rejected {count['rejected']}, flagged {count['flagged']}, "
-        f"neutralized {count['neutralized']}, caught (sabotage) {count['caught']}, escaped {len(escaped)}",
+        f"neutralized {count['neutralized']}, caught (sabotage) {count['caught']}, contained (sabotage) "
+        f"{count['contained']}, escaped {len(escaped)}",
         f"escaped: {', '.join(escaped) or 'none'}",
         f"held, but not as their header expects: {', '.join(unexpected) or 'none'}",
         f"false rejections among honest controls: {len(false)} of {len(controls)}"

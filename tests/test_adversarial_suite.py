@@ -10,7 +10,9 @@ Outcome classes:
   the same workload: the cheat bought nothing;
 - ``caught`` (categories 8 and 9, the build cache and process state, where the case's own verdict is not the
   point): an honest candidate evaluated after the case passes at no less than half its clean speedup, and the
-  sabotage is reported (the worker's or the build cache's note);
+  sabotage is reported (the worker's, the native host's or the build cache's note);
+- ``contained`` (likewise): the honest candidate after it is measured clean and the attempt took no effect
+  anyone could see (the build cache entry stays as built; a thread that died with its native host);
 - ``escaped``: anything else (what a cheat that worked gets).
 
 The honest controls must pass. Each case runs on one workload with the tests' quick timing, in a worker with one
@@ -54,7 +56,12 @@ LARGE, SMALL, FIXED = "large-65536", "small-1000", "fixed-4096"
 SUSPICION_FLAGS = frozenset({"fixed-inputs", "excessive"})
 INFLATION = 2.0
 """A PASSED case with right outputs is neutralized at no more than this times the slow control's speedup."""
-REPORTED = ("left process state changed", "did not match its manifest", "worker was replaced")
+REPORTED = (
+    "left process state changed",
+    "did not match its manifest",
+    "worker was replaced",
+    "changed its native host's process state",
+)
 TAINTING = ("3", "5", "7", "9")
 """Categories whose cases may leave the worker changed: it is replaced after each (8 has runners of its own)."""
 
@@ -109,35 +116,22 @@ CHEATS = [
     case("scan_memory.cpp", "neutralized"),
     case("capi_patch_harness.cpp", "rejected", "outside atol"),
     case("forge_protocol.cpp", "rejected", "non-finite"),
-    case(
-        "forge_protocol.py",
-        "rejected",
-        escapes="a Python candidate runs in the worker and writes an answer with id -1 to the protocol pipe, which "
-        "the client takes as the answer to any request",
-    ),
+    case("forge_protocol.py", "rejected", "did not belong to the request"),
     case("fixed_table.cpp", "flagged|rejected|neutralized", workload=FIXED),
     case("lying_tensor.py", "rejected", "subclass of torch.Tensor", value_returning=True),
     case("sticky_torch_mode.py", "rejected", "torch mode"),
     case("patch_harness.py", "rejected", "evoteam.gpu_bench.worker.evaluate.check_outputs"),
 ]
 
-HOST_STATE = (
-    "each request's C kernels get a fresh native host, so the next candidate is measured clean, but what the case "
-    "changed in its host is not reported"
-)
-READ_ONLY = (
-    "the native host keeps the file system read-only to the kernel (Landlock), so the entry stays as built and "
-    "the next candidate is measured clean, but the attempt is not reported"
-)
 SABOTAGE = [
-    case("poison_cache.cpp", "caught", escapes=READ_ONLY),
-    case("poison_cache_naive.cpp", "caught", "did not match its manifest", escapes=READ_ONLY),
-    case("leaves_alarm.cpp", "caught", "an armed interval timer", escapes=HOST_STATE),
-    case("leaves_fp_state.cpp", "caught", "rounding mode", escapes=HOST_STATE),
-    case("leaves_affinity.cpp", "caught", "CPU affinity", escapes=HOST_STATE),
-    case("leaves_priority.cpp", "caught", escapes=f"{HOST_STATE} (nor is the priority compared in the worker)"),
-    case("leaves_thread.cpp", "caught", escapes=f"{HOST_STATE} (nor are threads left running in the worker)"),
-    case("leaves_fd_limit.cpp", "caught", escapes=f"{HOST_STATE} (nor are resource limits compared in the worker)"),
+    case("poison_cache.cpp", "caught|contained"),
+    case("poison_cache_naive.cpp", "caught|contained"),
+    case("leaves_alarm.cpp", "caught", "signal handlers"),
+    case("leaves_fp_state.cpp", "caught", "floating-point state"),
+    case("leaves_affinity.cpp", "caught", "CPU affinity"),
+    case("leaves_priority.cpp", "caught", "scheduling priority"),
+    case("leaves_thread.cpp", "contained"),
+    case("leaves_fd_limit.cpp", "caught", "resource limits"),
 ]
 
 GPU_LINT = [
@@ -337,9 +331,13 @@ def test_a_sabotage_is_reported_and_the_next_candidate_measured_clean(suite: Sui
     if entry is not None:
         changed = sorted(name for name in before.keys() | now.keys() if before.get(name) != now.get(name))
         figure += f"; its cache entry after the case: {'changed: ' + ', '.join(changed) if changed else 'as built'}"
-    record("adversarial", held.file, figure, measured and bool(reported))
+    # contained: the attempt took no effect that anyone could see (the cache entry as built; a thread that
+    # died with its native host), so there is nothing to report
+    contained = not reported and (entry is None or before == now)
+    got = "caught" if reported else "contained" if contained else "escaped"
+    record("adversarial", held.file, f"{got}: {figure}", measured and got in held.expect)
     assert measured, figure
-    assert reported, figure
+    assert got in held.expect, figure
     if held.phrase is not None:
         assert held.phrase in reports
 

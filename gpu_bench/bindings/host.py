@@ -24,6 +24,7 @@ import struct
 import subprocess
 import weakref
 from collections.abc import Mapping
+from pathlib import Path
 
 import torch
 
@@ -35,7 +36,7 @@ from evoteam.gpu_bench.verify.inputs import Value
 
 _ARG = struct.Struct("<IIQqd")
 _CALL = struct.Struct("<cxxxIQ")
-_ANSWER = struct.Struct("<cxxxiQ")
+_ANSWER = struct.Struct("<cBxxiQ")
 _START_S = 30.0
 
 
@@ -97,6 +98,8 @@ class HostKernel:
         self._socket: socket.socket | None = None
         self._stopped = False
         self._generation = 0
+        self._started: dict[str, str] = {}
+        self._changed: list[str] = []
         self.files_read_only = False
         """Whether the host holds the file system read-only to the kernel (Landlock; false where the kernel
         lacks it)."""
@@ -149,7 +152,9 @@ class HostKernel:
             self._stop()
             if len(answer) != _ANSWER.size:
                 raise KernelIntegrityError("the native host's answer was malformed (the kernel wrote to its socket)")
-            kind, rc, echoed = _ANSWER.unpack(answer)
+            kind, fp_changed, rc, echoed = _ANSWER.unpack(answer)
+            if fp_changed and "the floating-point state (rounding, flush-to-zero)" not in self._changed:
+                self._changed.append("the floating-point state (rounding, flush-to-zero)")
             if kind != b"R" or echoed != nonce:
                 raise KernelIntegrityError("the native host's answer did not match the call (the kernel forged it)")
             if rc != 0:
@@ -158,8 +163,21 @@ class HostKernel:
         weakref.finalize(call, self._free, binding, generation)
         return call
 
+    def changed_state(self) -> list[str]:
+        """What the kernel changed of its host's process state since the host started (each once), then
+        forgotten: signal handlers, CPU affinity, priority, resource limits, the floating-point state. It dies
+        with the host; the worker reports it."""
+        if self._process is not None:
+            now = host_state(self._process.pid)
+            self._changed += [what for what in _differences(self._started, now) if what not in self._changed]
+        changed, self._changed = self._changed, []
+        return changed
+
     def release(self) -> None:
         """Ends the host process (the next binding starts a fresh one); its output is flushed to the log."""
+        if self._process is not None:
+            now = host_state(self._process.pid)
+            self._changed += [what for what in _differences(self._started, now) if what not in self._changed]
         process, sock = self._process, self._socket
         self._process, self._socket = None, None
         if process is None:
@@ -174,6 +192,10 @@ class HostKernel:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
 
     def _ensure(self) -> socket.socket:
         if self._socket is None or self._process is None or self._process.poll() is not None:
@@ -198,6 +220,7 @@ class HostKernel:
         finally:
             ours.settimeout(None)
         self.files_read_only = answer == b"KL"
+        self._started = host_state(process.pid)
         if not answer.startswith(b"K"):
             self.release()
             text = answer[1:].decode(errors="replace")
@@ -266,6 +289,38 @@ class HostKernel:
         if self._generation == generation and self._socket is not None:
             with contextlib.suppress(OSError):
                 self._socket.send(struct.pack("<cxxxIQ", b"F", binding, 0), socket.MSG_DONTWAIT)
+
+
+_STATE = {
+    "SigCgt": "signal handlers",
+    "SigIgn": "ignored signals",
+    "Cpus_allowed_list": "the CPU affinity",
+    "nice": "the scheduling priority",
+    "limits": "resource limits",
+}
+
+
+_GLIBC_SIGNALS = (1 << 31) | (1 << 32)
+"""SIGCANCEL and SIGSETXID (32 and 33, bits 31 and 32 of the masks): glibc installs them for threads."""
+
+
+def host_state(pid: int) -> dict[str, str]:
+    """What ``/proc`` shows of a host's process state (empty where it cannot be read)."""
+    state: dict[str, str] = {}
+    with contextlib.suppress(OSError, IndexError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("SigCgt", "SigIgn"):  # glibc's own handlers (signals 32, 33) come with the first thread
+                state[key] = f"{int(value, 16) & ~_GLIBC_SIGNALS:x}"
+            elif key in _STATE:
+                state[key] = value.strip()
+        state["nice"] = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16]
+        state["limits"] = Path(f"/proc/{pid}/limits").read_text()
+    return state
+
+
+def _differences(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return [what for key, what in _STATE.items() if key in before and key in after and before[key] != after[key]]
 
 
 def _scalar_kind(dtype: DType) -> str:

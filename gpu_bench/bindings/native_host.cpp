@@ -1,6 +1,7 @@
 // evoteam's native host: runs one C ABI kernel outside the worker (see host_program.py, which fills in the
 // @...@ placeholders for one entry-point signature and builds it).
 #include <cerrno>
+#include <cfenv>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,9 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 typedef int (*entry_t)(@PARAMS@);
 static const int kArgs = @NARGS@;
@@ -81,6 +85,16 @@ static int refuse_processes() {
 }
 
 static int sock = -1;
+
+// The floating-point state of the host's thread (the one that calls the kernel): the rounding mode, and on
+// x86 the MXCSR's flush-to-zero and denormals-are-zero bits. Reported when a call left it changed.
+static unsigned fp_state() {
+  unsigned state = (unsigned)fegetround();
+#if defined(__x86_64__)
+  state ^= (_mm_getcsr() & 0x8040u) << 16;
+#endif
+  return state;
+}
 // No file or folder may be written, made or removed, and no TCP port bound or connected (where Landlock has
 // the rule), by the kernel or anything it loads: files already open (its output to the log) stay usable.
 // True when the restriction holds; false where the kernel has no Landlock.
@@ -171,6 +185,7 @@ int main(int argc, char** argv) {
   if (library == nullptr) { char text[1024]; snprintf(text, sizeof text, "Ecannot load %s", dlerror()); reply(text); return 5; }
   entry_t fn = (entry_t)dlsym(library, argv[2]);
   if (fn == nullptr) { reply("Enot exported"); return 6; }
+  const unsigned fp_start = fp_state();
   reply(files_read_only ? "KL" : "K");
   static char message[65536];
   static char control[CMSG_SPACE(sizeof(int) * kMaxBuffers)];
@@ -191,6 +206,7 @@ int main(int argc, char** argv) {
     char answer[16] = {'R'};
     int32_t rc = -1;
     if (b != nullptr && b->id == id) rc = call(fn, b->slot); else answer[0] = 'U';
+    answer[1] = fp_state() != fp_start ? 1 : 0;  // the kernel left the floating-point state changed
     memcpy(answer + 4, &rc, 4); memcpy(answer + 8, message + 8, 8);
     while (send(sock, answer, sizeof answer, 0) < 0 && errno == EINTR) {}
   }

@@ -22,7 +22,7 @@ import torch
 from pydantic import ValidationError
 
 from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
-from evoteam.gpu_bench.bindings import host as _host  # noqa: F401  (loaded before candidates: integrity watches it)
+from evoteam.gpu_bench.bindings.host import HostKernel  # loaded before candidates: integrity watches it
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.build.builder import build
 from evoteam.gpu_bench.environment import environment
@@ -98,13 +98,16 @@ class _Worker:
             kernel = self._kernels[(solution.content_hash(), isolate)]
         return kernel
 
-    def release_hosts(self) -> None:
+    def release_hosts(self) -> list[str]:
         """Ends the native hosts of this request's kernels (the next request starts fresh ones), so nothing
-        of a candidate outlives its request and no host counts as a stray."""
+        of a candidate outlives its request and no host counts as a stray; what their kernels changed of
+        their hosts' process state (contained: it ends with them)."""
+        changed: list[str] = []
         for kernel in self._kernels.values():
-            release = getattr(kernel, "release", None)
-            if release is not None:
-                release()
+            if isinstance(kernel, HostKernel):
+                kernel.release()
+                changed += [what for what in kernel.changed_state() if what not in changed]
+        return changed
 
     def _evaluate(self, request: EvaluateRequest) -> Evaluated | Failed:
         kernel = self._loaded(request, request.solution)
@@ -241,8 +244,14 @@ def serve(
         try:
             before = process_state.capture()
             handled = worker.handle(request)
-            worker.release_hosts()
+            contained = worker.release_hosts()
             response = _without_strays(handled)
+            if contained and isinstance(response, Evaluated):
+                note = (
+                    f"\n[evoteam: the kernel changed its native host's process state ({'; '.join(contained)}); "
+                    "contained: the host ended with the request, the worker and the next candidate are untouched]\n"
+                )
+                response = response.model_copy(update={"log": response.log + note})
             left = process_state.differences(before, process_state.capture())
             if left:  # the next candidate must not inherit it: this worker answers and is replaced
                 worker.tainted = True

@@ -1,7 +1,8 @@
 // category: 9 process state left behind
 // what: honest (one pass), but on its first call starts a detached thread that spins for 20 s: whoever runs
 //   next in the same worker shares the machine's cores with it.
-// expected: caught (the worker that ran it is replaced and says why; the next candidate is measured clean)
+// expected: contained (its thread dies with its native host at the end of the request; the next candidate
+//   is measured clean)
 #include <chrono>
 #include <cstdint>
 #include <thread>
