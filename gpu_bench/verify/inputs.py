@@ -57,12 +57,18 @@ def perturbed(workload: Workload, inputs: Mapping[str, Value], seed: int) -> dic
     """A copy of ``inputs`` whose floating-point tensors read from blobs (a dataset's fixed values, which a
     candidate could carry answers for) are each scaled element-wise by ``1 + u``, ``|u| <= 2**-6``; None when
     the workload has no such input. Integer tensors (indices, lengths) and scalars are never changed."""
+    fixed = {name for name, source in workload.inputs.items() if isinstance(source, SafetensorsInput)}
+    return perturbed_values(inputs, seed, fixed)
+
+
+def perturbed_values(inputs: Mapping[str, Value], seed: int, only: set[str] | None = None) -> dict[str, Value] | None:
+    """A copy of ``inputs`` with every floating-point tensor (of ``only``, when given) scaled element-wise by
+    ``1 + u``, ``|u| <= 2**-6``: values nobody has seen, with the same shapes, indices and lengths (the same
+    work, where work depends on the data); None when there is no such tensor."""
     names = [
         name
-        for name, source in workload.inputs.items()
-        if isinstance(source, SafetensorsInput)
-        and isinstance(inputs.get(name), torch.Tensor)
-        and inputs[name].dtype.is_floating_point  # type: ignore[union-attr]
+        for name, value in inputs.items()
+        if (only is None or name in only) and isinstance(value, torch.Tensor) and value.dtype.is_floating_point
     ]
     if not names:
         return None

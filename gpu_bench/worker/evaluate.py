@@ -31,7 +31,7 @@ from evoteam.gpu_bench.bindings.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SafetensorsInput, Solution, Workload
 from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, TimingStats
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch, compare
-from evoteam.gpu_bench.verify.inputs import Value, make_inputs, perturbed
+from evoteam.gpu_bench.verify.inputs import Value, make_inputs, perturbed, perturbed_values
 from evoteam.gpu_bench.verify.integrity import active_modes
 
 
@@ -150,11 +150,10 @@ def evaluate_workload(
         return passed
     from evoteam.gpu_bench.worker.timed import Unseen, time_workload  # timed.py builds on this module
 
-    def unseen_inputs() -> dict[str, Value]:
-        values = make_inputs(definition, workload, draw.getrandbits(56), blob_root, kernel.device)
-        return (perturbed(workload, values, draw.getrandbits(63)) or values) if fixed else values
-
-    unseen = Unseen(inputs=unseen_inputs, expect=lambda pristine: _reference(reference, definition, pristine, workload))
+    unseen = Unseen(
+        inputs=lambda seen: perturbed_values(seen, draw.getrandbits(63)),
+        expect=lambda pristine: _reference(reference, definition, pristine, workload),
+    )
     return time_workload(kernel, definition, axes, trials, config, passed, incumbent, unseen)
 
 
