@@ -167,17 +167,13 @@ class HostKernel:
         """What the kernel changed of its host's process state since the host started (each once), then
         forgotten: signal handlers, CPU affinity, priority, resource limits, the floating-point state. It dies
         with the host; the worker reports it."""
-        if self._process is not None:
-            now = host_state(self._process.pid)
-            self._changed += [what for what in _differences(self._started, now) if what not in self._changed]
+        self._read_changes()
         changed, self._changed = self._changed, []
         return changed
 
     def release(self) -> None:
         """Ends the host process (the next binding starts a fresh one); its output is flushed to the log."""
-        if self._process is not None:
-            now = host_state(self._process.pid)
-            self._changed += [what for what in _differences(self._started, now) if what not in self._changed]
+        self._read_changes()
         process, sock = self._process, self._socket
         self._process, self._socket = None, None
         if process is None:
@@ -192,6 +188,11 @@ class HostKernel:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+    def _read_changes(self) -> None:
+        if self._process is not None:
+            now = host_state(self._process.pid)
+            self._changed += [what for what in _differences(self._started, now) if what not in self._changed]
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
