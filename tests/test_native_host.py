@@ -4,6 +4,7 @@ shared with the worker, confined, stopped between calls, and unable to forge the
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -97,17 +98,24 @@ def test_the_file_system_is_read_only_to_the_kernel(tmp_path: Path, definition: 
 
 
 def test_work_left_to_a_thread_is_frozen_with_the_call(tmp_path: Path, definition: Definition) -> None:
-    """The kernel returns at once and computes in a detached thread: the worker stops the host on its answer,
-    so the outputs stay as they were until the next call continues it."""
+    """The kernel returns at once and computes in a detached thread (200 passes, each adding its number): the
+    worker stops the host on its answer, so the outputs stay as they were, unfinished, until the next call."""
     body = 'extern "C" int scale_add(const float* x, const float* y, float* out, long n) {\n'
-    body += "  std::thread([=] { for (int r = 0; r < 200; ++r) for (long i = 0; i < n; ++i) "
-    body += "out[i] = 2.0f * x[i] + y[i] + 0.0f * r; }).detach();\n  return 0;\n}\n"
+    body += "  std::thread([=] { for (int r = 1; r <= 200; ++r) for (long i = 0; i < n; ++i) "
+    body += "out[i] = 2.0f * x[i] + y[i] + r; }).detach();\n  return 0;\n}\n"
     kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
     inputs, outputs = buffers(1 << 20)
     kernel.bind(inputs, outputs, {"n": 1 << 20})()
     seen = outputs["out"].clone()
-    assert torch.isnan(seen).any()  # unfinished when the call returned, and frozen so
+    time.sleep(0.3)  # far longer than the 200 passes take when the thread runs
+    assert _same(outputs["out"], seen)  # frozen
+    finished = 2 * inputs["x"] + inputs["y"] + 200
+    assert not torch.allclose(seen, finished)  # and unfinished
     kernel.release()
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
 
 
 def test_an_answer_the_kernel_forges_is_an_integrity_error(tmp_path: Path, definition: Definition) -> None:
