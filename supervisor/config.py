@@ -33,8 +33,9 @@ class RunConfig(BaseModel):
     interval above 1 + this."""
     retime_top: int = Field(default=3, ge=0)
     """Before a round's best is named, its best few contenders (significant, faster than the best so far) are
-    timed again against the start, and only a re-timed candidate can be the best: the figures a best is named
-    on never come from the measurement that singled it out. 0: no re-timing (the first measurement decides)."""
+    timed again against the start, and only a re-timed candidate whose re-timed geomean still exceeds
+    1 + ``min_effect`` can be the best, ranked on its re-timed figures: the figures a best is named on never
+    come from the measurement that singled it out. 0: no re-timing (the first measurement decides)."""
     evaluations_per_agent: int = Field(default=6, ge=1)
     """The offline tuner's evaluations per agent and round."""
     seed: int = 0

@@ -127,10 +127,26 @@ def _eligible(candidate: Candidate, min_effect: float) -> bool:
     )
 
 
+def _confirmed(candidate: Candidate, min_effect: float) -> bool:
+    """Re-timed (it was significant on its first measurement, or it would not have been) and its re-timed
+    geomean, an independent estimate, still above 1 + ``min_effect``; passing, not vetoed, committed."""
+    record = candidate.record
+    return (
+        record is not None
+        and record.retimed_from is not None
+        and record.status == EvaluationStatus.PASSED
+        and record.geomean_speedup is not None
+        and record.geomean_speedup > 1.0 + min_effect
+        and not record.vetoed
+        and candidate.sha is not None
+    )
+
+
 def _move_best(run: RunContext, state: RunState) -> None:
     """The committed, passing, not vetoed candidate significantly faster than the start with the highest geomean
     becomes the run's best (its branch, then the journal); without one the run has no best. With re-timing on
-    (``RunConfig.retime_top``), only a re-timed candidate, on its re-timed figures."""
+    (``RunConfig.retime_top``), only a re-timed candidate whose re-timed geomean confirms the effect, ranked on
+    its re-timed figures."""
     assert state.config is not None
     effect = state.config.min_effect
     retimed = state.config.retime_top > 0
@@ -139,8 +155,7 @@ def _move_best(run: RunContext, state: RunState) -> None:
         for c in state.candidates.values()
         if c.record is not None
         and c.record.geomean_speedup is not None
-        and _eligible(c, effect)
-        and (c.record.retimed_from is not None or not retimed)
+        and (_confirmed(c, effect) if retimed else _eligible(c, effect))
     ]
     if not ranked:
         return

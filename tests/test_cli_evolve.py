@@ -52,7 +52,7 @@ def test_evolve_show_accept_on_a_cpu_kernel(repo: Path) -> None:
     assert best is not None
     assert "evoteam/" + run + "/best" in git(repo, "branch", "--list", "evoteam/*")
     [named] = [c for c in shown["candidates"] if c["id"] == best]  # on a second, independent measurement
-    assert named["record"]["retimed_from"] is not None and named["ci_vs_start"][0] > 1.02
+    assert named["record"]["retimed_from"] is not None and named["speedup_vs_start"] > 1.02
 
     (repo / "kernel.cpp").write_text("// my own edit\n")
     refused = evoteam(repo, "accept", run)
@@ -275,9 +275,11 @@ def test_a_run_without_a_significant_improvement_has_no_best_and_accept_says_so(
         if c["record"] and c["record"]["status"] == "PASSED":
             lo, hi = c["ci_vs_start"]
             assert lo <= c["speedup_vs_start"] <= hi
-    significant = [c for c in shown["candidates"] if c["ci_vs_start"] and c["ci_vs_start"][0] > 1.02]
-    if significant:  # a lucky draw of noise on a busy machine: then the best is one of them
-        assert shown["best"] in {c["id"] for c in significant}
+    confirmed = [  # significant on a first measurement, and its re-timing still above the minimum effect
+        c for c in shown["candidates"] if c["record"] and c["record"]["retimed_from"] and c["speedup_vs_start"] > 1.02
+    ]
+    if confirmed:  # a lucky draw of noise on a busy machine, twice: then the best is one of them
+        assert shown["best"] in {c["id"] for c in confirmed}
         return
     assert shown["best"] is None
     assert "no improvement over the start" in evoteam(repo, "show", run).stdout
