@@ -130,3 +130,34 @@ def test_an_answer_the_kernel_forges_is_an_integrity_error(tmp_path: Path, defin
     with pytest.raises(KernelIntegrityError):
         kernel.bind(inputs, outputs, {"n": 4096})()
     kernel.release()
+
+
+def test_the_round_trip_is_measured_on_an_empty_kernel_the_candidate_cannot_reach(
+    tmp_path: Path, definition: Definition
+) -> None:
+    """A candidate that spins on every call does not make the subtracted round trip any longer: that is timed
+    on the worker's own empty kernel, in a host of its own. The round trip is no longer than a call."""
+    body = HONEST.replace("return 0;", "for (volatile long s = 0; s < 2000000; ++s) {}\n  return 0;")
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers()
+    call = kernel.bind(inputs, outputs, {"n": 4096})
+    start = time.perf_counter()
+    call()
+    spun_ms = (time.perf_counter() - start) * 1e3
+    round_trip = kernel.round_trip_ms(inputs, outputs, {"n": 4096})
+    assert 0 < round_trip < spun_ms / 4
+    assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])  # the empty kernel wrote nothing
+    kernel.release()
+
+
+def test_the_host_s_cpu_time_counts_the_kernel_s_work(tmp_path: Path, definition: Definition) -> None:
+    body = HONEST.replace("return 0;", "for (volatile long s = 0; s < 20000000; ++s) {}\n  return 0;")
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers()
+    call = kernel.bind(inputs, outputs, {"n": 4096})
+    before = kernel.cpu_seconds()
+    call()
+    after = kernel.cpu_seconds()
+    assert before is not None and after is not None and after - before > 0.005  # 20M loop steps: some ms
+    kernel.release()
+    assert kernel.cpu_seconds() is None

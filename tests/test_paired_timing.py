@@ -14,9 +14,11 @@ from evoteam.gpu_bench.result import WorkloadResult, summarize, workload_flags
 from evoteam.gpu_bench.schema import EvaluationStatus
 from evoteam.gpu_bench.timing.paired import cpu_measure, runnable_tasks, time_pair
 from evoteam.gpu_bench.timing.statistics import (
+    NET_FLOOR,
     TimingConfig,
     geomean_ci,
     median_ci,
+    net_ms,
     paired_stats,
     relative_ci_half_width,
 )
@@ -89,6 +91,19 @@ def test_pairs_alternate_abba_and_stop_once_the_interval_is_narrow() -> None:
     assert timed[:8] == ["A", "B", "B", "A", "A", "B", "B", "A"]
     assert rotations == list(range(10))
     assert stats.runnable == 0.0  # the reading counts the timing thread itself
+
+
+def test_each_side_s_round_trip_is_subtracted_but_no_sample_falls_below_its_floor() -> None:
+    """A native host's round trip (0.5 ms here, the candidate's side) is not the kernel's time: 1.5 ms
+    measured is 1.0 ms; a call measured within the round trip keeps ``NET_FLOOR`` of what was measured."""
+    clock = ScriptedClock()
+    trace: list[str] = []
+    a, b = clock.kernel(2.0, trace, "A"), clock.kernel(1.5, trace, "B")
+    config = TimingConfig(warmup_s=0.0, min_samples=6, max_samples=6, max_time_s=10.0)
+    stats = time_pair(a, b, config, cpu_measure(lambda: None, clock), lambda c: c(), None, clock, lambda: 1, (0.0, 0.5))
+    assert stats.ratio == 2.0 and stats.candidate.median_ms == 1.0 and stats.incumbent.median_ms == 2.0
+    assert stats.candidate.round_trip_ms == 0.5 and stats.incumbent.round_trip_ms is None
+    assert net_ms(1.5, 0.5) == 1.0 and net_ms(0.4, 0.5) == NET_FLOOR * 0.4
 
 
 def test_noisy_pairs_stop_at_the_time_cap() -> None:

@@ -7,7 +7,7 @@ nothing but the call itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -36,4 +36,20 @@ class Kernel(Protocol):
 
     def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
         """Prepares one call; ``outputs`` is empty for value-returning kernels."""
+        ...
+
+
+@runtime_checkable
+class Hosted(Protocol):
+    """A kernel that runs in a process of its own (the native host), called over a round trip."""
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time used so far by every thread of the kernel's process; None when it has none running."""
+        ...
+
+    def round_trip_ms(
+        self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]
+    ) -> float:
+        """The fastest round trip of an empty kernel through the same mechanism on the same buffers: a lower
+        bound of the part of every call that is the host, not the kernel."""
         ...

@@ -4,9 +4,10 @@ The worker holds the reference outputs and decides every verdict; the candidate'
 address space. A binding moves the tensors it is given into memfds (in place: the worker's tensors keep
 their identity, only their storage moves) and passes the fds to the host, which maps them; the kernel's
 outputs are read by the worker from that shared memory. A call is timed by the worker's own clock around
-the round trip. Right after the host answers, the worker stops it (SIGSTOP, every thread), and continues it
-only for the next call: a kernel that returns early and finishes its work in a thread is frozen with its
-outputs unfinished, and the checks see them so. An answer with the wrong nonce, or a message the worker did
+the round trip, less the fastest round trip of an empty kernel in a host of the worker's own. Right after
+the host answers, the worker stops it (SIGSTOP, every thread), and continues it only for the next call: a
+kernel that returns early and finishes its work in a thread is frozen with its outputs unfinished, and the
+checks see them so. An answer with the wrong nonce, or a message the worker did
 not ask for, is a ``KernelIntegrityError``: the candidate wrote to the control socket itself.
 """
 
@@ -22,6 +23,7 @@ import signal
 import socket
 import struct
 import subprocess
+import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,7 +32,7 @@ import torch
 
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelIntegrityError, KernelLoadError
 from evoteam.gpu_bench.bindings.dtypes import c_scalar_type
-from evoteam.gpu_bench.bindings.host_program import executable
+from evoteam.gpu_bench.bindings.host_program import EMPTY_SYMBOL, empty_library, executable
 from evoteam.gpu_bench.schema import Definition, DType
 from evoteam.gpu_bench.verify.inputs import Value
 
@@ -38,6 +40,8 @@ _ARG = struct.Struct("<IIQqd")
 _CALL = struct.Struct("<cxxxIQ")
 _ANSWER = struct.Struct("<cBxxiQ")
 _START_S = 30.0
+ROUND_TRIP_CALLS = 64
+"""Calls of the empty kernel whose fastest is the round trip subtracted from timed calls."""
 
 
 class _Map(mmap.mmap):
@@ -86,8 +90,10 @@ class HostKernel:
     destination_passing = True
     device = "cpu"
 
-    def __init__(self, library: str, symbol: str, definition: Definition) -> None:
+    def __init__(self, library: str, symbol: str, definition: Definition, library_fd: int | None = None) -> None:
         self._library = library
+        self._library_fd = library_fd
+        self._empty: HostKernel | None = None
         self._symbol = symbol
         self._definition = definition
         kinds = ["p" if spec.shape is not None else _scalar_kind(spec.dtype) for spec in definition.inputs.values()]
@@ -171,8 +177,40 @@ class HostKernel:
         changed, self._changed = self._changed, []
         return changed
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time of every thread of the host process (the kernel's work; preemption by other processes on a
+        busy machine does not count); None when no host runs."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            return None
+        try:
+            return time.clock_gettime(_process_cpu_clock(process.pid))
+        except OSError:
+            return None
+
+    def round_trip_ms(
+        self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]
+    ) -> float:
+        """The fastest of ``ROUND_TRIP_CALLS`` calls of the empty kernel (``host_program.empty_library``) in a
+        host of this signature bound to the same buffers, in milliseconds: the same messages, signals and
+        wake-ups as a call of this kernel, with no kernel. That host is ours alone (the candidate's code
+        never runs in it), so a candidate cannot make it slow."""
+        if self._empty is None:
+            fd = empty_library()
+            self._empty = HostKernel(f"/proc/self/fd/{fd}", EMPTY_SYMBOL, self._definition, library_fd=fd)
+        call = self._empty.bind(inputs, outputs, axes)
+        fastest = float("inf")
+        for _ in range(ROUND_TRIP_CALLS):
+            start = time.perf_counter_ns()
+            call()
+            fastest = min(fastest, (time.perf_counter_ns() - start) / 1e6)
+        return fastest
+
     def release(self) -> None:
-        """Ends the host process (the next binding starts a fresh one); its output is flushed to the log."""
+        """Ends the host process (the next binding starts a fresh one), and the empty kernel's; its output is
+        flushed to the log."""
+        if self._empty is not None:
+            self._empty.release()
         self._read_changes()
         process, sock = self._process, self._socket
         self._process, self._socket = None, None
@@ -210,7 +248,8 @@ class HostKernel:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             argv = [f"/proc/self/fd/{program}", self._library, self._symbol, str(os.getpid()), str(theirs.fileno())]
-            process = subprocess.Popen(argv, pass_fds=(program, theirs.fileno()), stdin=subprocess.DEVNULL)
+            fds = (program, theirs.fileno(), *([self._library_fd] if self._library_fd is not None else []))
+            process = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL)
         finally:
             theirs.close()
         self._process, self._socket, self._stopped = process, ours, False
@@ -318,6 +357,11 @@ def host_state(pid: int) -> dict[str, str]:
         state["nice"] = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16]
         state["limits"] = Path(f"/proc/{pid}/limits").read_text()
     return state
+
+
+def _process_cpu_clock(pid: int) -> int:
+    """The clock id of another process's CPU time (what clock_getcpuclockid(3) returns on Linux)."""
+    return (~pid << 3) | 2  # CPUCLOCK_SCHED of the whole process
 
 
 def _differences(before: dict[str, str], after: dict[str, str]) -> list[str]:

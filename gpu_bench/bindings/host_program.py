@@ -14,7 +14,8 @@ nonce, ``F`` unmaps a binding. The worker (``host.py``) never reads a verdict fr
 from the shared buffers, and time is the worker's own clock.
 
 The executable is kept in a sealed memfd of the worker (write, grow and shrink sealed), so nothing a
-candidate does to the file system can change the host that the next candidate runs in.
+candidate does to the file system can change the host that the next candidate runs in. So is the empty
+kernel (``empty_library``) whose round trip, in a host of its own, is the overhead that timing subtracts.
 """
 
 from __future__ import annotations
@@ -45,21 +46,38 @@ def source(signature: str) -> str:
     return _TEMPLATE.read_text().replace("@PARAMS@", params).replace("@NARGS@", str(len(kinds))).replace("@CALL@", call)
 
 
+EMPTY_SYMBOL = "evoteam_empty"
+"""The entry point of ``empty_library``: it returns 0 and touches nothing (extra arguments are ignored)."""
+
+
 @functools.cache
 def executable(signature: str) -> int:
     """A sealed memfd holding the host built for ``signature`` (built once per worker and signature); run it
     as ``/proc/self/fd/N`` with the fd passed on."""
     text = source(signature)
+    return _build(text, "host", [], ["-ldl"], "the native host")
+
+
+@functools.cache
+def empty_library() -> int:
+    """A sealed memfd holding a shared library whose ``EMPTY_SYMBOL`` does nothing: a host running it times
+    the round trip alone. Load it as ``/proc/self/fd/N`` with the fd passed on."""
+    text = f'extern "C" int {EMPTY_SYMBOL}(void) {{ return 0; }}\n'
+    return _build(text, "empty.so", ["-shared", "-fPIC"], [], "the empty kernel")
+
+
+def _build(text: str, name: str, flags: list[str], libraries: list[str], what: str) -> int:
+    """Compiles ``text`` into a sealed memfd (write, grow and shrink sealed)."""
     with tempfile.TemporaryDirectory(prefix="evoteam-host-") as folder:
-        src = Path(folder) / "host.cpp"
-        exe = Path(folder) / "host"
+        src = Path(folder) / "source.cpp"
+        out = Path(folder) / name
         src.write_text(text)
-        command = [cxx_compiler(), "-O2", "-std=c++17", "-o", str(exe), str(src), "-ldl"]
+        command = [cxx_compiler(), "-O2", "-std=c++17", *flags, "-o", str(out), str(src), *libraries]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise KernelLoadError(f"cannot build the native host: {done.stderr.strip()[-2000:]}")
-        data = exe.read_bytes()
-    fd = os.memfd_create(f"evoteam-host-{hashlib.sha256(text.encode()).hexdigest()[:12]}", os.MFD_ALLOW_SEALING)
+            raise KernelLoadError(f"cannot build {what}: {done.stderr.strip()[-2000:]}")
+        data = out.read_bytes()
+    fd = os.memfd_create(f"evoteam-{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}", os.MFD_ALLOW_SEALING)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

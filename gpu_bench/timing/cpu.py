@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from evoteam.gpu_bench.timing.flush import buffer_flusher
 from evoteam.gpu_bench.timing.paired import cpu_measure, warm_up
-from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats, relative_noise, summarize_samples
+from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats, net_ms, relative_noise, summarize_samples
 
 
 def time_call(
@@ -20,9 +20,11 @@ def time_call(
     before_sample: Callable[[int], None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
     flush: Callable[[], None] | None = None,
+    overhead_ms: float = 0.0,
 ) -> TimingStats:
     """Times ``call``; ``before_sample(i)`` runs before sample i, outside the timed region, and so does
-    ``flush`` (default: the big-buffer flush when ``config.flush_cache``). Exceptions of ``call`` propagate."""
+    ``flush`` (default: the big-buffer flush when ``config.flush_cache``); ``overhead_ms`` (a native host's
+    round trip) is subtracted from every sample (``net_ms``). Exceptions of ``call`` propagate."""
     if flush is None or not config.flush_cache:
         flush = buffer_flusher() if config.flush_cache else _no_flush
     measure = cpu_measure(flush, clock)
@@ -33,12 +35,13 @@ def time_call(
     while len(samples) < config.max_samples:
         if before_sample is not None:
             before_sample(len(samples))
-        samples.append(measure(call))
+        samples.append(net_ms(measure(call), overhead_ms))
         if len(samples) >= config.min_samples:
             noise = relative_noise(samples)
             if noise < config.target_noise or clock() > stop_at:
                 break
-    return summarize_samples(samples, warm_calls)
+    stats = summarize_samples(samples, warm_calls)
+    return stats.model_copy(update={"round_trip_ms": overhead_ms}) if overhead_ms else stats
 
 
 def _no_flush() -> None:

@@ -16,7 +16,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, paired_stats, relative_ci_half_width
+from evoteam.gpu_bench.timing.statistics import (
+    PairedStats,
+    TimingConfig,
+    net_ms,
+    paired_stats,
+    relative_ci_half_width,
+)
 
 Measure = Callable[[Callable[[], object]], float]
 """Times one call in milliseconds, its cache flush before the timed region included."""
@@ -33,9 +39,12 @@ def time_pair(
     before_pair: Callable[[int], None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
     runnable: Callable[[], int | None] | None = None,
+    overhead_ms: tuple[float, float] = (0.0, 0.0),
 ) -> PairedStats:
     """Warms both kernels by time, alternating, then samples pairs in ABBA order. ``warm(call)`` makes one
-    untimed call (and waits for it); ``before_pair(i)`` runs before pair i, outside the timed regions."""
+    untimed call (and waits for it); ``before_pair(i)`` runs before pair i, outside the timed regions;
+    ``overhead_ms`` (the incumbent's, the candidate's: a native host's round trip) is subtracted from each
+    side's samples (``net_ms``)."""
     probe = runnable if runnable is not None else runnable_tasks
 
     def warm_both() -> None:
@@ -60,6 +69,7 @@ def time_pair(
             a, b = measure(incumbent), measure(candidate)
         else:
             b, a = measure(candidate), measure(incumbent)
+        a, b = net_ms(a, overhead_ms[0]), net_ms(b, overhead_ms[1])
         a_ms.append(a)
         b_ms.append(b)
         ratios.append(a / b if b > 0 else float("inf"))
@@ -71,7 +81,15 @@ def time_pair(
     cpus = _cpus()
     # the reading counts this worker's own running thread: subtract it, so an idle machine reads about 0
     mean_load = max(0.0, sum(loads) / len(loads) - 1) if loads else None
-    return stats.model_copy(update={"runnable": mean_load, "cpus": cpus})
+    sides = {
+        side: stats_side.model_copy(update={"round_trip_ms": overhead})
+        for side, stats_side, overhead in (
+            ("incumbent", stats.incumbent, overhead_ms[0]),
+            ("candidate", stats.candidate, overhead_ms[1]),
+        )
+        if overhead
+    }
+    return stats.model_copy(update={"runnable": mean_load, "cpus": cpus, **sides})
 
 
 def warm_up(step: Callable[[], object], config: TimingConfig, clock: Callable[[], int]) -> int:

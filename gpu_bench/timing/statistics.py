@@ -46,6 +46,18 @@ class TimingStats(BaseModel):
     """GPU only: the SM clock after sampling (None when NVML is unavailable)."""
     flush_bytes: int | None = None
     """GPU only: bytes written before each sample to evict L2 (None: no flush)."""
+    round_trip_ms: float | None = None
+    """Native host only: the empty kernel's fastest round trip, subtracted from every sample (``net_ms``)."""
+
+
+NET_FLOOR = 0.05
+"""A call less a fixed overhead is never taken for less than this share of what the clock measured."""
+
+
+def net_ms(measured_ms: float, overhead_ms: float) -> float:
+    """A call's time less a fixed overhead that is not the kernel's (the native host's round trip, a lower
+    bound of it); at least ``NET_FLOOR`` of the measured time, as a kernel cannot take less than nothing."""
+    return max(measured_ms - overhead_ms, NET_FLOOR * measured_ms)
 
 
 def summarize_samples(samples: list[float], warmup_calls: int) -> TimingStats:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from evoteam.gpu_bench.bindings import Call, Kernel
+from evoteam.gpu_bench.bindings import Call, Hosted, Kernel
 from evoteam.gpu_bench.bindings.device import CUDA, synchronize
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus
 from evoteam.gpu_bench.timing.cpu import time_call
@@ -51,7 +51,8 @@ CHECK_FRACTION = 0.125
 UNSEEN_CALLS = 4
 """Calls on never-seen inputs (and as many on seen ones, interleaved) per round of the memo check."""
 UNSEEN_FACTOR = 3.0
-"""A kernel this much slower on unseen inputs than on seen ones (fastest call of each) is reusing results."""
+"""A kernel that takes this much more time (CPU time on the CPU) on unseen inputs than on seen ones, fastest
+call of each, is reusing results."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,10 @@ def time_workload(
         if incumbent is not None:
             incumbent_outputs = nan_outputs(definition, axes, kernel.device)
             incumbent_call = incumbent.bind(buffers, incumbent_outputs, axes)
+            overheads = (
+                _round_trip(incumbent, buffers, incumbent_outputs, axes),
+                _round_trip(kernel, buffers, outputs, axes),
+            )
             paired = _time_paired(
                 incumbent_call,
                 timed,
@@ -130,12 +135,15 @@ def time_workload(
                 before_sample,
                 buffers,
                 {**outputs, **_prefixed(incumbent_outputs)},
+                overheads,
             )
             stats = paired.candidate
         elif kernel.device == CUDA:
             stats = _time_on_gpu(timed, config, before_sample)
         else:
-            stats = time_call(timed, config.timing, before_sample, flush=_cpu_flush(config, buffers, outputs))
+            flush = _cpu_flush(config, buffers, outputs)
+            overhead = _round_trip(kernel, buffers, outputs, axes)
+            stats = time_call(timed, config.timing, before_sample, flush=flush, overhead_ms=overhead)
         verify_pending()
         # One more call on the other content (or the same, if not rotating), into NaN-filled outputs and
         # on the same addresses as the timed calls: a kernel that skips work once it is timed fails here.
@@ -189,11 +197,14 @@ def _memo_check(
     unseen: Unseen,
 ) -> str | None:
     """Calls on inputs the kernel has seen (the timed ones) and on fresh ones, interleaved, on the same
-    buffers and with the same clock: why the kernel is rejected, or None. A kernel that answers from a memo
-    of earlier calls (keyed on a hash or a sample of its inputs) is fast only on what it has seen. A first
-    verdict against the kernel is confirmed by a second round on other fresh inputs (a busy machine can slow
-    a few calls; a memo slows every unseen one); the last unseen call's outputs are verified."""
-    ratios: list[tuple[float, float]] = []
+    buffers: why the kernel is rejected, or None. A kernel that answers from a memo of earlier calls (keyed on
+    a hash or a sample of its inputs) does less work only on what it has seen. On the CPU the work is the CPU
+    time of the kernel's process (a busy machine preempts calls for whole scheduler slices, which slows their
+    clock time several-fold but not their CPU time, and the host's round trip is mostly waiting); on a GPU
+    the clock. A first verdict against the kernel is confirmed by a second round on other fresh inputs. The
+    last unseen call's outputs are verified."""
+    cpu = _cpu_clock(kernel)
+    rounds: list[_MemoRound] = []
     for _ in range(2):
         made = [unseen.inputs(contents[0].pristine) for _ in range(UNSEEN_CALLS)]  # before any call compared
         fresh = [values for values in made if values is not None]
@@ -201,18 +212,21 @@ def _memo_check(
             return None  # no floating-point input to perturb: nothing unseen to compare with
         fresh = [{k: v if isinstance(v, torch.Tensor) else buffers[k] for k, v in values.items()} for values in fresh]
         last = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in fresh[-1].items()}
-        seen_ms: list[float] = []
-        unseen_ms: list[float] = []
+        sample = _MemoRound()
         for values in fresh:  # scalars are bound by value: the unseen inputs keep the bound ones
-            for times, content in ((seen_ms, contents[0].pristine), (unseen_ms, values)):
+            for seen, content in ((True, contents[0].pristine), (False, values)):
                 refill(buffers, content)
                 if kernel.destination_passing:
                     fill_sentinel(outputs)
                 synchronize(kernel.device)
+                used = cpu() if cpu is not None else None
                 start = time.perf_counter()
                 timed()
                 synchronize(kernel.device)
-                times.append((time.perf_counter() - start) * 1e3)
+                wall = (time.perf_counter() - start) * 1e3
+                after = cpu() if cpu is not None else None
+                work = (after - used) * 1e3 if after is not None and used is not None else None
+                sample.add(seen, wall, work)
         changed = changed_input(buffers, last)
         if changed:
             return f"input {changed!r} was modified on unseen inputs"
@@ -220,14 +234,54 @@ def _memo_check(
         checked = check_outputs(definition, produced, unseen.expect(last), axes, config)
         if isinstance(checked, Mismatch):
             return f"the outputs on unseen inputs differ from the reference: {checked.reason}"
-        ratios.append((min(unseen_ms), min(seen_ms)))
-        if min(unseen_ms) <= UNSEEN_FACTOR * min(seen_ms):
+        rounds.append(sample)
+        if sample.ratio() <= UNSEEN_FACTOR:
             return None
-    new, known = min(ratios, key=lambda pair: pair[0] / pair[1])
+    mildest = min(rounds, key=lambda r: r.ratio())
+    what, times = ("CPU time", mildest.cpu) if mildest.cpu is not None else ("time", mildest.wall)
     return (
-        f"the kernel is {new / known:.1f}x slower on inputs it has not seen ({new:.3f} ms against {known:.3f} ms "
-        "on the inputs it was timed on, twice): it answers from results of earlier calls"
+        f"the kernel takes {mildest.ratio():.1f}x the {what} on inputs it has not seen ({min(times[False]):.3f} ms "
+        f"against {min(times[True]):.3f} ms on the inputs it was timed on, twice): it answers from results of "
+        "earlier calls"
     )
+
+
+class _MemoRound:
+    """One round of the memo check: the wall-clock and CPU times of seen (True) and unseen (False) calls."""
+
+    def __init__(self) -> None:
+        self.wall: dict[bool, list[float]] = {True: [], False: []}
+        self.cpu: dict[bool, list[float]] | None = {True: [], False: []}
+
+    def add(self, seen: bool, wall_ms: float, cpu_ms: float | None) -> None:
+        self.wall[seen].append(wall_ms)
+        if cpu_ms is None:
+            self.cpu = None  # one unreadable call: the round is judged on the clock
+        elif self.cpu is not None:
+            self.cpu[seen].append(cpu_ms)
+
+    def ratio(self) -> float:
+        """The fastest unseen call over the fastest seen one, in CPU time where it was read, else clock time."""
+        times = self.cpu if self.cpu is not None else self.wall
+        known = min(times[True])
+        return min(times[False]) / known if known > 0 else float("inf")
+
+
+def _round_trip(
+    kernel: Kernel, buffers: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]
+) -> float:
+    """What timing subtracts from each of the kernel's calls: a native host's empty round trip, else 0."""
+    return kernel.round_trip_ms(buffers, outputs, axes) if isinstance(kernel, Hosted) else 0.0
+
+
+def _cpu_clock(kernel: Kernel) -> Callable[[], float | None] | None:
+    """Reads the CPU time (seconds) of the process a CPU kernel runs in: the native host's, or this worker's;
+    None on a GPU (the work is the device's; the clock alone judges)."""
+    if kernel.device == CUDA:
+        return None
+    if isinstance(kernel, Hosted):
+        return kernel.cpu_seconds
+    return time.process_time
 
 
 def _time_paired(
@@ -238,12 +292,15 @@ def _time_paired(
     before_pair: Callable[[int], None],
     buffers: Mapping[str, Value],
     outputs: Mapping[str, torch.Tensor],
+    overheads: tuple[float, float],
 ) -> PairedStats:
-    """The incumbent and the candidate interleaved (``timing/paired.py``); on a GPU under its lock, with
-    CUDA events, and the candidate's wall-clock cross-check afterwards."""
+    """The incumbent and the candidate interleaved (``timing/paired.py``); on the CPU less each side's
+    native-host round trip; on a GPU under its lock, with CUDA events, and the candidate's wall-clock
+    cross-check afterwards."""
     if device != CUDA:
         flush = _cpu_flush(config, buffers, outputs) or _buffer_flush(config)
-        return time_pair(incumbent, candidate, config.timing, cpu_measure(flush), _call_once, before_pair)
+        measure = cpu_measure(flush)
+        return time_pair(incumbent, candidate, config.timing, measure, _call_once, before_pair, overhead_ms=overheads)
     gpu = current_cuda_device()
     with gpu_lock(device_key(gpu.index), wait_s=config.timeout_s):
         measure = cuda_measure(gpu, config.timing.flush_cache)

@@ -1,0 +1,36 @@
+"""The memo check's verdict on one round of seen and unseen calls (``worker/timed.py``): CPU time where it was
+read, so a busy machine that preempts calls is not taken for a kernel answering from a memo."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoteam.gpu_bench.worker.timed import UNSEEN_FACTOR, _MemoRound
+
+pytestmark = pytest.mark.unit
+
+
+def round_of(seen: list[tuple[float, float | None]], unseen: list[tuple[float, float | None]]) -> _MemoRound:
+    sample = _MemoRound()
+    for (seen_wall, seen_cpu), (new_wall, new_cpu) in zip(seen, unseen, strict=True):
+        sample.add(True, seen_wall, seen_cpu)
+        sample.add(False, new_wall, new_cpu)
+    return sample
+
+
+def test_preempted_unseen_calls_are_slow_by_the_clock_but_not_by_cpu_time() -> None:
+    """Every unseen call lost two 4 ms scheduler slices; their CPU time is the seen calls'."""
+    sample = round_of([(1.8, 1.7)] * 4, [(9.9, 1.75)] * 4)
+    assert sample.ratio() < 1.1 < UNSEEN_FACTOR
+
+
+def test_a_memo_takes_more_cpu_time_on_what_it_has_not_seen() -> None:
+    sample = round_of([(0.030, 0.010)] * 4, [(0.060, 0.044)] * 4)  # the clock alone: 2x; the work: 4.4x
+    assert sample.ratio() == pytest.approx(4.4) and sample.ratio() > UNSEEN_FACTOR
+
+
+def test_without_cpu_time_the_clock_judges() -> None:
+    """On a GPU, or when one reading failed, the fastest calls by the clock."""
+    sample = round_of([(1.0, None), (0.9, 0.9)] * 2, [(4.0, 1.0), (3.6, 0.9)] * 2)
+    assert sample.cpu is None and sample.ratio() == pytest.approx(4.0)
+    assert round_of([(0.0, 0.0)], [(1.0, 1.0)]).ratio() == float("inf")
