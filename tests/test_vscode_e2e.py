@@ -32,6 +32,7 @@ EXTENSION = REPO / "vscode-extension"
 VSIX = EXTENSION / "evoteam.vsix"
 KERNEL = "kernels/rmsnorm_tuned.cpp"
 DETUNED = ("constexpr int kLanes = 16;", "constexpr int kLanes = 1;")
+WORKLOADS = 3
 
 
 def missing() -> str | None:
@@ -52,13 +53,16 @@ def missing() -> str | None:
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     """The example RMSNorm repository as a fresh git repository (no runs), its tuned kernel set back to 1 lane
-    (its one knob: the offline tuner's candidates then beat the start, and accepting one changes the file)."""
+    (its one knob: the offline tuner's candidates then beat the start, and accepting one changes the file),
+    its workloads cut to ``WORKLOADS``."""
     folder = tmp_path / "rmsnorm"
     shutil.copytree(REPO / "examples" / "rmsnorm", folder, ignore=shutil.ignore_patterns(".evoteam", "__pycache__"))
     kernel = folder / KERNEL
     text = kernel.read_text()
     assert DETUNED[0] in text
     kernel.write_text(text.replace(*DETUNED))  # a slow start, so the offline team's winner differs from it
+    workloads = folder / "workloads" / "rmsnorm_h4096.jsonl"  # three of nine: a run of minutes on a busy machine
+    workloads.write_text("\n".join(workloads.read_text().splitlines()[:WORKLOADS]) + "\n")
     init_repo(folder)
     git(folder, "add", ".")
     git(folder, "commit", "-q", "-m", "the RMSNorm example")
