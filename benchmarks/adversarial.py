@@ -152,9 +152,8 @@ class Session:
     variants: int = 0
 
 
-def parse_header(path: Path) -> Case:
-    """The ``category:``, ``what:``, ``expected:`` (and optional ``binding:``, ``workload:``, ``workloads:``)
-    fields of a case file's leading comment; a field's continuation lines are indented."""
+def header_fields(path: Path) -> dict[str, str]:
+    """The ``key: value`` fields of a case file's leading comment; a field's continuation lines are indented."""
     prefix = "#" if path.suffix == ".py" else "//"
     fields: dict[str, str] = {}
     key = ""
@@ -168,6 +167,13 @@ def parse_header(path: Path) -> Case:
             fields[key] = match.group(2).strip()
         elif key and text.startswith("   "):
             fields[key] += " " + text.strip()
+    return fields
+
+
+def parse_header(path: Path) -> Case:
+    """The ``category:``, ``what:``, ``expected:`` (and optional ``binding:``, ``workload:``, ``workloads:``)
+    fields of a case file's leading comment (``header_fields``)."""
+    fields = header_fields(path)
     for needed in ("category", "what", "expected"):
         if needed not in fields:
             raise ValueError(f"{path.name}: its header comment has no '{needed}:' line")

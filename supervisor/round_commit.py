@@ -116,30 +116,28 @@ def _retime_contenders(run: RunContext, state: RunState, number: int, cache: Eva
         run.reporter.activity(f"re-timed {candidate.id}: {record.speed()} (first measurement {first.speed()})")
 
 
-def _eligible(candidate: Candidate, min_effect: float) -> bool:
+def _standing(candidate: Candidate) -> tuple[CandidateRecord, float] | None:
+    """The candidate's record and geomean speedup when it has one, is committed and is not vetoed."""
     record = candidate.record
-    return (
-        record is not None
-        and record.geomean_speedup is not None
-        and significant(record, min_effect)
-        and not record.vetoed
-        and candidate.sha is not None
-    )
+    if record is None or record.geomean_speedup is None or record.vetoed or candidate.sha is None:
+        return None
+    return record, record.geomean_speedup
+
+
+def _eligible(candidate: Candidate, min_effect: float) -> bool:
+    """Standing, and significantly faster than the start on its measurement."""
+    standing = _standing(candidate)
+    return standing is not None and significant(standing[0], min_effect)
 
 
 def _confirmed(candidate: Candidate, min_effect: float) -> bool:
-    """Re-timed (it was significant on its first measurement, or it would not have been) and its re-timed
-    geomean, an independent estimate, still above 1 + ``min_effect``; passing, not vetoed, committed."""
-    record = candidate.record
-    return (
-        record is not None
-        and record.retimed_from is not None
-        and record.status == EvaluationStatus.PASSED
-        and record.geomean_speedup is not None
-        and record.geomean_speedup > 1.0 + min_effect
-        and not record.vetoed
-        and candidate.sha is not None
-    )
+    """Standing, re-timed (it was significant on its first measurement, or it would not have been), passing,
+    and its re-timed geomean, an independent estimate, still above 1 + ``min_effect``."""
+    standing = _standing(candidate)
+    if standing is None:
+        return False
+    record, speedup = standing
+    return record.retimed_from is not None and record.status == EvaluationStatus.PASSED and speedup > 1.0 + min_effect
 
 
 def _move_best(run: RunContext, state: RunState) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.util
 import os
 import random
 import shutil
@@ -10,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -203,6 +206,22 @@ def scale_add_repo(root: Path, toml: str = SCALE_ADD_TOML) -> Path:
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "kernel")
     return root
+
+
+@contextlib.contextmanager
+def benchmark_script(name: str) -> Iterator[ModuleType]:
+    """``benchmarks/NAME.py`` loaded as a module (the benchmarks are scripts, not a package), for the time of
+    the ``with`` block."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
 
 
 def cli_env(repo: Path) -> dict[str, str]:

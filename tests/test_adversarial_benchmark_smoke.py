@@ -3,30 +3,18 @@ cases table, the controls, the totals and the isolate on/off throughput."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from conftest import KERNELS
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "adversarial.py"
+from conftest import KERNELS, benchmark_script
 
 
 @pytest.fixture(scope="module")
 def script() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("adversarial_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_script("adversarial") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 @pytest.mark.unit

@@ -26,8 +26,8 @@ prints the same cases as a table of figures.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from hardening import record
 
-from conftest import DATA, KERNELS, QUICK_TIMING
+from conftest import DATA, KERNELS, QUICK_TIMING, benchmark_script
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.build.builder import build, build_key
 from evoteam.gpu_bench.build.cuda.nvcc import find_nvcc
@@ -143,21 +143,11 @@ GPU_LINT = [
 CONTROLS = ["honest.cpp", "honest.py", "adversarial/control_slow.cpp"]
 
 
+@functools.cache
 def header(path: Path) -> dict[str, str]:
-    """The leading comment's ``key: value`` fields (continuation lines are indented)."""
-    prefix = "#" if path.suffix == ".py" else "//"
-    fields: dict[str, str] = {}
-    key = ""
-    for line in path.read_text().splitlines():
-        if not line.startswith(prefix):
-            break
-        text = line[len(prefix) :]
-        match = re.match(r" (\w+): (.*)", text)
-        if match:
-            key = match.group(1)
-            fields[key] = match.group(2).strip()
-        elif key and text.startswith("   "):
-            fields[key] += " " + text.strip()
+    """The leading comment's ``key: value`` fields, read as the adversarial benchmark reads them."""
+    with benchmark_script("adversarial") as script:
+        fields: dict[str, str] = script.header_fields(path)
     return fields
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from conftest import benchmark_script
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.timing.statistics import TimingConfig
@@ -19,21 +18,13 @@ pytestmark = pytest.mark.integration
 
 pytest.importorskip("kernel_tuner", reason="kernel-tuner is not installed")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "evaluator_vs_kernel_tuner.py"
 TINY = TimingConfig(warmup_s=0.002, min_samples=5, max_samples=20, max_time_s=0.05)
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("evaluator_vs_kernel_tuner", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_script("evaluator_vs_kernel_tuner") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 def test_our_evaluator_measures_the_kernel(bench: ModuleType, tmp_path: Path) -> None:
