@@ -161,3 +161,22 @@ def test_the_host_s_cpu_time_counts_the_kernel_s_work(tmp_path: Path, definition
     assert before is not None and after is not None and after - before > 0.005  # 20M loop steps: some ms
     kernel.release()
     assert kernel.cpu_seconds() is None
+
+
+def test_a_thread_the_library_starts_gets_no_time_between_binding_and_call(
+    tmp_path: Path, definition: Definition
+) -> None:
+    """A library that starts a spinning thread when it is loaded could load the machine while the worker
+    measures the round trip it subtracts (after binding, before the first call): the host is stopped then."""
+    body = 'static void spin() { for (;;) asm volatile(""); }\n'
+    body += "__attribute__((constructor)) static void start() { std::thread(spin).detach(); }\n" + HONEST
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers()
+    call = kernel.bind(inputs, outputs, {"n": 4096})
+    before = kernel.cpu_seconds()
+    time.sleep(0.3)
+    after = kernel.cpu_seconds()
+    assert before is not None and after is not None and after - before < 0.03
+    call()
+    assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
+    kernel.release()

@@ -144,6 +144,7 @@ class HostKernel:
         self._continue()
         socket.send_fds(sock, [header + b"".join(struct.pack("<Q", s) for s in sizes) + b"".join(args)], fds)
         answer = self._receive(sock)
+        self._stop()  # until the call: a thread the library started gets no time between calls, nor before one
         if not answer.startswith(b"K"):
             raise KernelCallError(f"the native host refused the binding: {answer[1:].decode(errors='replace')}")
 
