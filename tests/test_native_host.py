@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import DATA
-from evoteam.gpu_bench.bindings import KernelCallError, KernelIntegrityError, KernelLoadError
+from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelIntegrityError, KernelLoadError
 from evoteam.gpu_bench.bindings.host import HostKernel
 from evoteam.gpu_bench.schema import Definition
 from evoteam.gpu_bench.task import load_definition
@@ -132,15 +132,22 @@ def test_an_answer_the_kernel_forges_is_an_integrity_error(tmp_path: Path, defin
     kernel.release()
 
 
+def spinning(
+    tmp_path: Path, definition: Definition, steps: int
+) -> tuple[HostKernel, dict[str, torch.Tensor], dict[str, torch.Tensor], Call]:
+    """The honest kernel spinning ``steps`` loop steps more on every call, bound on 4,096 elements."""
+    body = HONEST.replace("return 0;", f"for (volatile long s = 0; s < {steps}; ++s) {{}}\n  return 0;")
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers()
+    return kernel, inputs, outputs, kernel.bind(inputs, outputs, {"n": 4096})
+
+
 def test_the_round_trip_is_measured_on_an_empty_kernel_the_candidate_cannot_reach(
     tmp_path: Path, definition: Definition
 ) -> None:
     """A candidate that spins on every call does not make the subtracted round trip any longer: that is timed
     on the worker's own empty kernel, in a host of its own. The round trip is no longer than a call."""
-    body = HONEST.replace("return 0;", "for (volatile long s = 0; s < 2000000; ++s) {}\n  return 0;")
-    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
-    inputs, outputs = buffers()
-    call = kernel.bind(inputs, outputs, {"n": 4096})
+    kernel, inputs, outputs, call = spinning(tmp_path, definition, 2_000_000)
     start = time.perf_counter()
     call()
     spun_ms = (time.perf_counter() - start) * 1e3
@@ -151,10 +158,7 @@ def test_the_round_trip_is_measured_on_an_empty_kernel_the_candidate_cannot_reac
 
 
 def test_the_host_s_cpu_time_counts_the_kernel_s_work(tmp_path: Path, definition: Definition) -> None:
-    body = HONEST.replace("return 0;", "for (volatile long s = 0; s < 20000000; ++s) {}\n  return 0;")
-    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
-    inputs, outputs = buffers()
-    call = kernel.bind(inputs, outputs, {"n": 4096})
+    kernel, _, _, call = spinning(tmp_path, definition, 20_000_000)
     before = kernel.cpu_seconds()
     call()
     after = kernel.cpu_seconds()
