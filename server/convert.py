@@ -21,6 +21,19 @@ def result_label(record: CandidateRecord) -> str:
     return f"{head} · {record.faster}/{record.total} faster · round {record.round} · {record.role}"
 
 
+def over_start(record: CandidateRecord) -> str:
+    """``1.23x [1.19, 1.27] over the start``: the geomean speedup and its 95% interval (the last measurement:
+    the re-timing for a best)."""
+    speed = f"{record.geomean_speedup or 0.0:.2f}x"
+    if record.geomean_ci is not None:
+        speed += f" [{record.geomean_ci[0]:.2f}, {record.geomean_ci[1]:.2f}]"
+    return f"{speed} over the start"
+
+
+NO_IMPROVEMENT = "no improvement over the start"
+"""What the editor says of a kernel whose finished runs have no best (none significantly faster)."""
+
+
 def run_summary(entry: RunEntry) -> RunSummary:
     """The ``evoteam/runUpdated`` params and the ``evoteam.runs`` items."""
     state, config = entry.state, entry.state.config

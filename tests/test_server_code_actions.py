@@ -18,6 +18,9 @@ from test_server_commands import apply_edits, tuned_repo
 
 from conftest import git, init_repo
 from evoteam.gpu_bench.task import load_tasks
+from evoteam.supervisor.journal import Journal
+from evoteam.supervisor.records import CandidateRecord
+from evoteam.supervisor.state import fold
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +36,14 @@ extern "C" int square(const float* x, float* out, int64_t n) {
 @pytest.fixture
 def tuned(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> tuple[Path, str]:
     return tuned_repo(tmp_path_factory.getbasetemp(), tmp_path / "repo")
+
+
+def best_record(repo: Path, run: str) -> CandidateRecord:
+    state = fold(Journal(repo / ".evoteam" / "runs" / run / "journal.jsonl").events())
+    assert state.best is not None
+    record = state.candidates[state.best].record
+    assert record is not None
+    return record
 
 
 def open_file(client: LanguageClient, path: Path, text: str | None = None, version: int = 1) -> str:
@@ -94,7 +105,9 @@ async def test_accept_action_replaces_the_text_with_the_winner(tuned: tuple[Path
         )
         after = await actions(client, uri)  # the file is the winner now: nothing to accept
         none_wanted = await actions(client, uri, only=[lsp.CodeActionKind.QuickFix])
-    assert accept.title == f"Accept winning kernel ({summary['bestSpeedup']:.2f}x, round 1)"
+    lo, hi = best_record(repo, run).geomean_ci or (0.0, 0.0)
+    speed = f"{summary['bestSpeedup']:.2f}x [{lo:.2f}, {hi:.2f}] over the start"
+    assert accept.title == f"Accept winning kernel ({speed}, round 1)"
     assert accept.kind == lsp.CodeActionKind.RefactorRewrite and accept.is_preferred
     assert accept.edit is not None and accept.edit.changes is not None
     assert list(accept.edit.changes) == [uri]

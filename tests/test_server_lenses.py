@@ -199,6 +199,31 @@ async def test_a_live_run_shows_its_status_cancels_from_its_lens_and_asks_for_a_
     assert hints[-1] == expected
 
 
+async def test_finished_runs_without_a_best_say_there_is_no_improvement(evolved: tuple[Path, str]) -> None:
+    """The run's best taken out of its journal (as if no candidate were significantly faster than the start):
+    the entry point says so, and offers to evolve again."""
+    repo, run = evolved
+    path = repo / ".evoteam" / "runs" / run / "journal.jsonl"
+    kept = []
+    for line in path.read_text().splitlines():
+        event = json.loads(line)
+        if event["kind"] == "best":
+            continue
+        if event["kind"] == "run_finished":
+            event["data"]["best"] = None
+        kept.append(json.dumps(event))
+    path.write_text("\n".join(kept) + "\n")
+    assert journal_state(repo, run).best is None and journal_state(repo, run).finished is not None
+    kernel = repo / "kernel.cpp"
+    async with lsp_session(repo) as client:
+        uri = open_file(client, kernel, kernel.read_text())
+        titles = [command.title for _, command in await lens_commands(client, uri)]
+        hints = [label for _, label in await hint_labels(client, uri)]
+    said = "no improvement over the start (1 finished run)"
+    assert said in titles and "Evolve this kernel" in titles and said in hints
+    assert not any(title.startswith("best:") for title in titles)
+
+
 async def test_a_kernel_without_runs_offers_evolve_and_other_files_get_nothing(tmp_path: Path) -> None:
     repo = sample_repo(tmp_path / "repo")
     (repo / "notes.cpp").write_text('extern "C" int scale_add(int x) { return x; }\n')

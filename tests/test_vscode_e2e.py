@@ -103,7 +103,7 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
     assert old[first].split() in [line.split() for line in original.splitlines()]
     assert new[first].split() in [line.split() for line in modified.splitlines()]
     assert new[first].split() not in [line.split() for line in original.splitlines()]
-    assert found["action"].startswith("Accept winning kernel (") and "round 1)" in found["action"]
+    assert found["action"].startswith("Accept winning kernel (") and "over the start, round 1)" in found["action"]
     assert found["lens"].startswith("best: ") and "round 1" in found["lens"]
     assert found["status"].startswith("evoteam: ") and found["status"].endswith("/200,000 tokens")
     assert found["external"] == []

@@ -17,7 +17,7 @@ from pygls.uris import from_fs_path
 
 from evoteam.gpu_bench.api import TaskError
 from evoteam.server.app import EvoteamServer, Feature
-from evoteam.server.convert import whole_document
+from evoteam.server.convert import over_start, whole_document
 from evoteam.server.messages import CREATE_TASK_ENTRY, TaskEntryArgs, TaskEntryResult
 from evoteam.server.scaffold import Scaffold, can_scaffold, config_for, scaffold_for, write
 from evoteam.server.winner import FileCache, WinnerError, current_text, open_uris, replace_edit
@@ -71,8 +71,9 @@ class CodeActions(Feature):
         if mine is None or current_text(ls.workspace, uri) == mine:
             return None
         edit, _ = replace_edit(ls.workspace, files.files)
-        speed = candidate.record.geomean_speedup if candidate.record else None
-        title = f"Accept winning kernel ({speed or 0:.2f}x, round {candidate.round})"
+        if candidate.record is None:
+            return None
+        title = f"Accept winning kernel ({over_start(candidate.record)}, round {candidate.round})"
         return lsp.CodeAction(title=title, kind=ACCEPT_KIND, edit=edit, is_preferred=True)
 
     async def create_action(self, ls: EvoteamServer, uri: str, path: Path) -> lsp.CodeAction | lsp.Command | None:

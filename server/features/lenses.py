@@ -18,7 +18,7 @@ from lsprotocol import types as lsp
 
 from evoteam.gpu_bench.api import KernelTask
 from evoteam.server.app import EvoteamServer, Feature
-from evoteam.server.convert import entry_line, result_label
+from evoteam.server.convert import NO_IMPROVEMENT, entry_line, result_label
 from evoteam.server.messages import ACCEPT, CANCEL, EVOLVE, AcceptArgs, EvolveArgs, RunArgs
 from evoteam.server.run_index import RunEntry, RunIndex, running
 from evoteam.server.winner import current_text
@@ -121,6 +121,8 @@ class KernelResults:
     mine: tuple[RunEntry, Candidate] | None
     live: RunEntry | None
     runs: int
+    finished: int = 0
+    """Runs of the kernel that have finished (with a best or without one)."""
 
 
 def results(ls: EvoteamServer, sources: SourceIndex, point: EntryPoint) -> KernelResults:
@@ -131,7 +133,15 @@ def results(ls: EvoteamServer, sources: SourceIndex, point: EntryPoint) -> Kerne
         mine=sources.matching(entries, point.text),
         live=live[-1] if live else None,
         runs=len(entries),
+        finished=sum(not e.live for e in entries),
     )
+
+
+def no_improvement(found: KernelResults) -> str | None:
+    """``no improvement over the start (2 finished runs)``, when finished runs have no best and none is live."""
+    if found.best is not None or found.live is not None or not found.finished:
+        return None
+    return f"{NO_IMPROVEMENT} ({found.finished} finished run{'s' if found.finished > 1 else ''})"
 
 
 def live_label(entry: RunEntry) -> str:
@@ -162,6 +172,9 @@ def hints(point: EntryPoint, found: KernelResults) -> list[lsp.InlayHint]:
         labels.append((mine, f"run {found.mine[0].run}, candidate {found.mine[1].id}"))
     if found.live is not None:
         labels.append((live_label(found.live), f"run {found.live.run}"))
+    none = no_improvement(found)
+    if none is not None:
+        labels.append((none, "no candidate was significantly faster than the start, measured twice"))
     return [lsp.InlayHint(position=end, label=label, padding_left=True, tooltip=tip) for label, tip in labels]
 
 
@@ -191,6 +204,9 @@ def lenses(uri: str, point: EntryPoint, found: KernelResults) -> list[lsp.CodeLe
             )
         )
     elif found.best is None:
+        none = no_improvement(found)
+        if none is not None:  # a label only: no command
+            commands.append(lsp.Command(title=none, command=""))
         arguments = EVOLVE.arguments(EvolveArgs(uri=uri))
         commands.append(lsp.Command(title="Evolve this kernel", command=EVOLVE.name, arguments=arguments))
     return [lsp.CodeLens(range=where, command=command) for command in commands]
