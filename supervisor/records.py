@@ -13,6 +13,8 @@ class WorkloadOutcome(BaseModel):
     model_config = ConfigDict(extra="forbid")
     uuid: str
     status: EvaluationStatus
+    axes: dict[str, int] = Field(default_factory=dict)
+    """The workload's variable axes (``batch_size`` ...): what the editor and the report name it by."""
     speedup: float | None = None
     """The candidate's speedup over the baseline (paired timing: the median per-pair ratio); None unless the
     workload PASSED."""
@@ -26,6 +28,17 @@ class WorkloadOutcome(BaseModel):
     """The baseline's median latency, when it was timed."""
     reason: str = ""
     """Why the workload failed (the first line, shortened); empty when it passed."""
+
+    @property
+    def name(self) -> str:
+        """``batch_size=64, seq_len=128``: the workload by its axes (its uuid where none were recorded)."""
+        return ", ".join(f"{axis}={value}" for axis, value in self.axes.items()) or self.uuid
+
+    def speed(self) -> str:
+        """``1.23x [1.19, 1.27]``: the speedup over the baseline and its 95% interval; ``–`` without one."""
+        if self.speedup is None:
+            return "–"
+        return f"{self.speedup:.2f}x" + (f" [{self.ci[0]:.2f}, {self.ci[1]:.2f}]" if self.ci is not None else "")
 
 
 class CandidateRecord(BaseModel):

@@ -89,16 +89,18 @@ def _winner(winner: Winner | None) -> str:
         return head + "<p>The journal holds no per-workload results for this candidate.</p>"
     rows = [
         [
-            escape(w.uuid),
+            escape(w.name),
             escape(w.status.value),
-            _num(w.speedup, "{:.3f}x"),
+            escape(w.speed()),
+            escape(", ".join(w.flags)),
             _num(w.latency_ms, "{:.4g}"),
             _num(w.reference_latency_ms, "{:.4g}"),
             escape(w.reason),
         ]
         for w in winner.workloads
     ]
-    return head + _table(["workload", "status", "speedup", "latency ms", "baseline ms", "reason"], rows)
+    columns = ["workload", "status", "speedup [95% interval]", "flags", "latency ms", "baseline ms"]
+    return head + _table([*columns, "reason"], rows)
 
 
 def _figure(name: str, caption: str) -> str:

@@ -115,7 +115,7 @@ def workloads_plot(winner: Winner | None, path: Path) -> Path:
             label = "no speedup" if w.status == EvaluationStatus.PASSED else w.status.value
             ax.annotate(label, (x, 1.0), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
     ax.set_xticks(xs)
-    ax.set_xticklabels([_short(w.uuid, 14) for w in workloads], rotation=90, fontsize=7)
+    ax.set_xticklabels([_short(w.name, 24) for w in workloads], rotation=90, fontsize=7)
     ax.set_xlim(-0.6, len(workloads) - 0.4)
     ax.set_ylabel("speedup (log scale)")
     ax.set_title(f"{title}\n{winner.id} ({winner.speedup:.3f}x geomean)", fontsize=10)

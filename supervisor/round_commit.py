@@ -225,6 +225,7 @@ def result_record(cid: str, round_number: int, role: str, rationale: str, result
             WorkloadOutcome(
                 uuid=w.uuid,
                 status=w.status,
+                axes=dict(w.axes),
                 speedup=w.speedup if w.status == EvaluationStatus.PASSED else None,
                 ci=w.ci if w.status == EvaluationStatus.PASSED else None,
                 flags=list(w.flags),

@@ -163,6 +163,10 @@ def test_the_winner_has_its_workloads_sorted_and_failed_ones_last() -> None:
         WorkloadOutcome(uuid="fast", status=EvaluationStatus.PASSED, speedup=3.0),
     ]
     assert [w.uuid for w in sorted_workloads(mixed)] == ["fast", "slow", "broken"]
+    named = WorkloadOutcome(uuid="u", status=EvaluationStatus.PASSED, axes={"batch_size": 64, "seq_len": 128})
+    assert named.name == "batch_size=64, seq_len=128" and mixed[0].name == "slow"  # no axes: the uuid
+    timed = named.model_copy(update={"speedup": 1.234, "ci": (1.19, 1.27)})
+    assert timed.speed() == "1.23x [1.19, 1.27]" and named.speed() == "–"
 
 
 @pytest.mark.unit
@@ -228,7 +232,7 @@ def test_the_report_has_valid_plots_and_a_page_naming_the_winner_decisions_and_r
         assert f"<td>{role}</td>" in text
     for name in PLOTS:
         assert f'src="{name}"' in text
-    assert "w-a" in text and "5.000x" in text and "COMPILE_ERROR" in text
+    assert "w-a" in text and ">5.00x</td>" in text and "COMPILE_ERROR" in text
     assert "missing_profile_evidence" in text and "add Explorer" in text
     assert 'class="note"' not in text  # a finished run with a winner and tokens needs no notes
 
@@ -316,8 +320,10 @@ def test_a_real_run_records_per_workload_outcomes(offline_run: tuple[Path, str],
     shown = json.loads(evoteam(root, "show", run, "--json").stdout)
     records = [c["record"] for c in shown["candidates"] if c["record"] is not None]
     assert records
+    axes = {w.uuid: w.axes for w in workloads}
     for record in records:
         assert {w["uuid"] for w in record["workloads"]} == uuids
+        assert all(w["axes"] == axes[w["uuid"]] for w in record["workloads"])  # the editor names them by axes
         for w in record["workloads"]:
             if w["status"] == "PASSED":
                 assert w["speedup"] > 0 and w["latency_ms"] > 0 and w["reference_latency_ms"] > 0

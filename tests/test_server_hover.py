@@ -70,8 +70,10 @@ async def test_the_entry_point_shows_the_best_candidates_workloads_and_the_last_
     assert len(rows) == len(best.workloads)
     for row, workload in zip(rows, best.workloads, strict=True):
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[0] == f"`{workload.uuid}`" and cells[1] == workload.status.value
-        assert workload.speedup is not None and cells[2] == f"{workload.speedup:.2f}x"
+        assert workload.axes and cells[0] == "`" + ", ".join(f"{k}={v}" for k, v in workload.axes.items()) + "`"
+        assert cells[1] == workload.status.value and workload.speedup is not None and workload.ci is not None
+        lo, hi = workload.ci
+        assert cells[2].startswith(f"{workload.speedup:.2f}x [{lo:.2f}, {hi:.2f}]")
         assert workload.latency_ms is not None and workload.reference_latency_ms is not None
         assert float(cells[3]) == pytest.approx(workload.latency_ms, rel=1e-3)
         assert float(cells[4]) == pytest.approx(workload.reference_latency_ms, rel=1e-3)

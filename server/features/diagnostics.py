@@ -297,7 +297,7 @@ def evaluation_diagnostics(runs: list[RunEntry], name: str, text: str, at: lsp.R
     out = []
     failed = [w for w in entry.workloads(candidate.id) if w.status != EvaluationStatus.PASSED]
     for w in failed:
-        message = f"workload {w.uuid}: {w.status.value}" + (f": {w.reason}" if w.reason else "") + f" [{which}]"
+        message = f"workload {w.name}: {w.status.value}" + (f": {w.reason}" if w.reason else "") + f" [{which}]"
         out.append(_diagnostic(at, message, "evaluation", lsp.DiagnosticSeverity.Warning, code=w.status.value))
     if record.status != EvaluationStatus.PASSED and not failed:
         message = f"evaluation {record.status.value}" + (" (vetoed)" if record.vetoed else "") + f" [{which}]"

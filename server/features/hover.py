@@ -27,14 +27,15 @@ def workload_table(workloads: list[WorkloadOutcome]) -> list[str]:
     if not workloads:
         return ["_No per-workload outcomes were recorded for this candidate._"]
     rows = [
-        "| workload | status | speedup | latency ms | baseline ms |",
+        "| workload | status | speedup [95% interval] | latency ms | baseline ms |",
         "|---|---|---:|---:|---:|",
     ]
     for w in workloads:
         status = w.status.value + (f" ({_cell(w.reason)})" if w.reason else "")
-        speedup = f"{w.speedup:.2f}x" if w.speedup is not None else "–"
+        flags = f" ({', '.join(w.flags)})" if w.flags else ""
         rows.append(
-            f"| `{_cell(w.uuid)}` | {status} | {speedup} | {_ms(w.latency_ms)} | {_ms(w.reference_latency_ms)} |"
+            f"| `{_cell(w.name)}` | {status} | {w.speed()}{flags} | {_ms(w.latency_ms)} | "
+            f"{_ms(w.reference_latency_ms)} |"
         )
     return rows
 
