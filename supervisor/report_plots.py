@@ -19,6 +19,9 @@ from evoteam.supervisor.report_data import MARK_KINDS, RoleTokens, RoundPoint, T
 DPI = 110
 LABELLED_BARS = 40
 """Up to this many workloads, each bar carries its speedup as a label."""
+NARROW_SPAN = 10.0
+"""Speedups within this factor of each other (and of 1x) get the finer ticks ``NARROW_TICKS``."""
+NARROW_TICKS = (1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 7.0)
 KIND_STYLE: dict[str, tuple[str, str]] = {
     "veto": ("X", "#7b2d8b"),
     "submitted": ("o", "#2a7f3f"),
@@ -60,9 +63,9 @@ def speedup_plot(series: list[RoundPoint], path: Path) -> Path:
     ax = figure.add_subplot()
     rounds = [p.round for p in series]
     nan = math.nan
-    ax.step(
-        rounds,
-        [p.best_so_far if p.best_so_far is not None else nan for p in series],
+    ax.step(  # from the start (round 0, 1x): one round is a step too, not a lone point
+        [0, *rounds],
+        [1.0, *(p.best_so_far if p.best_so_far is not None else nan for p in series)],
         where="post",
         marker="o",
         color="#2a7f3f",
@@ -79,7 +82,7 @@ def speedup_plot(series: list[RoundPoint], path: Path) -> Path:
     ax.axhline(1.0, color="#888888", linestyle="--", linewidth=1, label="the start (1x)")
     if all(p.round_best is None for p in series):
         ax.text(0.5, 0.6, "no passing candidate yet", ha="center", transform=ax.transAxes, color="#c0392b")
-    ax.set_xticks(rounds)
+    ax.set_xticks([0, *rounds], ["start", *(str(r) for r in rounds)])
     ax.set_xlabel("round")
     ax.set_ylabel("geomean speedup (x)")
     ax.set_title(title)
@@ -105,7 +108,9 @@ def workloads_plot(winner: Winner | None, path: Path) -> Path:
     if len(passed) <= LABELLED_BARS:
         ax.bar_label(bars, labels=[f"{w.speedup:.2f}x" for _, w in passed], fontsize=7, padding=2)
     ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    values = [w.speedup or 1.0 for _, w in passed] + [1.0]
+    narrow = max(values) / min(values) < NARROW_SPAN  # a few ticks per decade would leave only "1x"
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=NARROW_TICKS if narrow else (1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}x"))
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.axhline(1.0, color="#888888", linestyle="--", linewidth=1)
