@@ -1,11 +1,12 @@
-"""The memo check's verdict on one round of seen and unseen calls (``worker/timed.py``): CPU time where it was
-read, so a busy machine that preempts calls is not taken for a kernel answering from a memo."""
+"""Rules of the timed phase (``worker/timed.py``): the memo check's verdict on one round of seen and unseen
+calls (CPU time where it was read, so a busy machine that preempts calls is not taken for a kernel answering
+from a memo), and the round trip each side of a paired timing subtracts."""
 
 from __future__ import annotations
 
 import pytest
 
-from evoteam.gpu_bench.worker.timed import UNSEEN_FACTOR, _MemoRound
+from evoteam.gpu_bench.worker.timed import UNSEEN_FACTOR, _common, _MemoRound
 
 pytestmark = pytest.mark.unit
 
@@ -34,3 +35,10 @@ def test_without_cpu_time_the_clock_judges() -> None:
     sample = round_of([(1.0, None), (0.9, 0.9)] * 2, [(4.0, 1.0), (3.6, 0.9)] * 2)
     assert sample.cpu is None and sample.ratio() == pytest.approx(4.0)
     assert round_of([(0.0, 0.0)], [(1.0, 1.0)]).ratio() == float("inf")
+
+
+def test_two_hosted_sides_subtract_the_same_round_trip() -> None:
+    """Two measurements of one mechanism differ a little; subtracting each its own would favour one side."""
+    assert _common(0.021, 0.018) == (0.018, 0.018)
+    assert _common(0.0, 0.02) == (0.0, 0.02)  # the incumbent runs in the worker: only the candidate pays one
+    assert _common(0.0, 0.0) == (0.0, 0.0)
