@@ -262,7 +262,7 @@ def test_a_moved_repository_keeps_its_runs_usable(repo: Path) -> None:
 
 
 def test_a_run_without_a_significant_improvement_has_no_best_and_accept_says_so(tmp_path: Path) -> None:
-    repo = scale_add_repo(tmp_path / "repo", SCALE_ADD_TOML.replace("knobs = { PASSES = [1, 8] }", ""))
+    repo = scale_add_repo(tmp_path / "repo", SCALE_ADD_TOML.replace("knobs = { PASSES = [1, 64] }", ""))
     # its BLOCK knob makes candidates that are all about as fast as the start
     shutil.copyfile(KERNELS / "tunable_scale_add.cpp", repo / "kernel.cpp")
     git(repo, "commit", "-q", "-am", "a kernel with nothing to gain")
