@@ -150,8 +150,8 @@ def test_the_reviewer_approves_an_honest_kernel_and_flags_an_implausible_jump(
     decision, reason = verdict(OfflineReviewer().run(ctx))  # the same kernel, now a 50x jump over the best so far
     assert decision == "suspicious" and "times the best so far" in reason
     ctx, _ = context(tmp_path / "third", "Reviewer", "honest.cpp", evaluator)
-    ctx.assignment.brief = f"Best so far: r01-x at {measured / 2:.3f}x geomean (your workspace holds it)."
-    assert verdict(OfflineReviewer().run(ctx))[0] == "approve"
+    ctx.assignment.brief = f"Best so far: r01-x at {measured:.3f}x geomean (your workspace holds it)."
+    assert verdict(OfflineReviewer().run(ctx))[0] == "approve"  # the same kernel again (small kernels vary a few x)
 
 
 @pytest.mark.unit

@@ -349,7 +349,7 @@ def test_evoteam_report_writes_the_report_of_a_real_run(offline_run: tuple[Path,
         assert html.escape(decision["rationale"]) in text
     for role in shown["rounds"][0]["roles"]:
         assert role in text
-    assert "small-1000" in text  # the winner's per-workload table
+    assert "n=1000" in text  # the winner's per-workload table, its workloads named by their axes
     assert git(root, "status", "--porcelain") == ""  # the report lives under .evoteam/
 
 
