@@ -46,7 +46,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--rtol", type=float, help="relative tolerance (default: the task's, else 1e-2)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per workload (default 60)")
     p.add_argument("--max-time", type=float, default=2.0, help="timing budget per workload, seconds (default 2)")
-    p.add_argument("--threads", type=int, default=None, help="threads the kernels may use (default: one per CPU)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads the kernels may use (default: $OMP_NUM_THREADS where set, else one per CPU)",
+    )
     p.add_argument("--cpus", default=None, help="CPUs the worker runs on, e.g. 0-3 (default: every CPU allowed)")
     p.add_argument(
         "--keep-going",

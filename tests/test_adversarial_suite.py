@@ -99,6 +99,7 @@ def case(
 CHEATS = [
     case("memo_full_hash.cpp", "neutralized|rejected", "inputs it has not seen"),
     case("memo_sampled.cpp", "neutralized|rejected", "inputs it has not seen"),
+    case("memo_python.py", "neutralized|rejected", "inputs it has not seen"),
     case("skip_unless_poisoned.cpp", "neutralized"),
     case("defer_fork.cpp", "rejected", "started a process", workload=SMALL),
     case("defer_sigalrm.cpp", "rejected|neutralized", workload=SMALL),

@@ -31,10 +31,27 @@ def test_a_bad_cpu_list_is_one_clear_error(bad: str) -> None:
         parse_cpus(bad)
 
 
-def test_the_default_is_every_allowed_cpu_with_a_thread_each() -> None:
+def test_the_default_is_every_allowed_cpu_with_a_thread_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     policy = default_policy()
     assert policy.cpus == allowed_cpus() and policy.threads == len(policy.cpus)
     assert default_policy(threads=1).threads == 1
+
+
+@pytest.mark.parametrize(("value", "threads"), [("1", 1), (" 3 ", 3), ("2,1", 2)])
+def test_the_default_thread_count_is_the_one_omp_num_threads_asks_for(
+    monkeypatch: pytest.MonkeyPatch, value: str, threads: int
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert default_policy().threads == threads
+    assert default_policy(threads=5).threads == 5  # an explicit --threads wins
+
+
+@pytest.mark.parametrize("value", ["0", "many", "-1"])
+def test_a_bad_omp_num_threads_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS"):
+        default_policy()
 
 
 def test_cpus_that_are_not_available_are_refused() -> None:

@@ -19,7 +19,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-run itself inside this host's sandbox (bubblewrap) when one works here; a remote runner's worker",
     )
-    p.add_argument("--threads", type=int, default=None, help="threads kernels may use (default: one per CPU)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads kernels may use (default: $OMP_NUM_THREADS where set, else one per CPU)",
+    )
     p.add_argument("--cpus", default=None, help="CPUs to run on, e.g. 0-3,6 (default: every CPU allowed)")
 
 
@@ -28,7 +33,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.sandbox:
         confine(args)  # returns only where no sandbox works (the log says so) or already inside one
-    policy = default_policy(args.threads, parse_cpus(args.cpus) if args.cpus else None)
+    try:
+        policy = default_policy(args.threads, parse_cpus(args.cpus) if args.cpus else None)
+    except ValueError as exc:
+        print(f"evoteam worker: {exc}", file=sys.stderr)
+        return 2
     os.environ.update(policy.environment())  # before torch loads: its OpenMP reads them once, at start
 
     from evoteam.gpu_bench.worker.server import serve

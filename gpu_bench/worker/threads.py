@@ -41,13 +41,28 @@ def allowed_cpus() -> list[int]:
 
 
 def default_policy(threads: int | None = None, cpus: list[int] | None = None) -> ThreadPolicy:
-    """The given CPUs (default: every CPU this process may use) and one thread per CPU unless told."""
+    """The given CPUs (default: every CPU this process may use) and, unless told, the thread count of
+    ``OMP_NUM_THREADS`` where the environment sets one, else one thread per CPU."""
     allowed = allowed_cpus()
     chosen = cpus if cpus else allowed
     outside = sorted(set(chosen) - set(allowed))
     if outside:
         raise ValueError(f"CPUs {format_cpus(outside)} are not available here (available: {format_cpus(allowed)})")
-    return ThreadPolicy(threads=threads if threads is not None else len(chosen), cpus=chosen)
+    if threads is None:
+        threads = environment_threads() or len(chosen)
+    return ThreadPolicy(threads=threads, cpus=chosen)
+
+
+def environment_threads() -> int | None:
+    """The thread count ``OMP_NUM_THREADS`` asks for (its first level, as OpenMP reads ``4,2``); None where it
+    is unset; a ValueError where it is not a positive number."""
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if not text:
+        return None
+    first = text.split(",", 1)[0].strip()
+    if not first.isdigit() or int(first) < 1:
+        raise ValueError(f"OMP_NUM_THREADS={text!r} is not a positive thread count (write e.g. 4, or unset it)")
+    return int(first)
 
 
 def parse_cpus(text: str) -> list[int]:

@@ -31,7 +31,7 @@ from evoteam.gpu_bench.timing.gpu import (
 )
 from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
 from evoteam.gpu_bench.timing.paired import cpu_measure, time_pair
-from evoteam.gpu_bench.timing.statistics import PairedStats, TimingStats
+from evoteam.gpu_bench.timing.statistics import PairedStats, TimingStats, net_ms
 from evoteam.gpu_bench.verify.compare import Mismatch
 from evoteam.gpu_bench.verify.inputs import Value
 from evoteam.gpu_bench.worker.evaluate import (
@@ -51,8 +51,8 @@ CHECK_FRACTION = 0.125
 UNSEEN_CALLS = 4
 """Calls on never-seen inputs (and as many on seen ones, interleaved) per round of the memo check."""
 UNSEEN_FACTOR = 3.0
-"""A kernel that takes this much more time (CPU time on the CPU) on unseen inputs than on seen ones, fastest
-call of each, is reusing results."""
+"""A kernel that takes this much more time on unseen inputs than on seen ones, fastest call of each, by the
+clock and (on the CPU) by CPU time too, is reusing results."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,7 @@ def time_workload(
             returned[:] = [result]
 
     paired: PairedStats | None = None
+    overhead = 0.0  # what timing subtracts from each of the kernel's calls; the memo check does the same
     try:
         if incumbent is not None:
             incumbent_outputs = nan_outputs(definition, axes, kernel.device)
@@ -138,6 +139,7 @@ def time_workload(
                 overheads,
             )
             stats = paired.candidate
+            overhead = overheads[1]
         elif kernel.device == CUDA:
             stats = _time_on_gpu(timed, config, before_sample)
         else:
@@ -176,7 +178,9 @@ def time_workload(
         )
     if unseen is not None:
         try:
-            memo = _memo_check(kernel, definition, axes, config, timed, buffers, outputs, returned, contents, unseen)
+            memo = _memo_check(
+                kernel, definition, axes, config, timed, buffers, outputs, returned, contents, unseen, overhead
+            )
         except Exception as exc:
             return failure(kernel, exc, "on unseen inputs after timing: ")
         if memo is not None:
@@ -195,14 +199,18 @@ def _memo_check(
     returned: list[object],
     contents: list[Trial],
     unseen: Unseen,
+    overhead_ms: float,
 ) -> str | None:
     """Calls on inputs the kernel has seen (the timed ones) and on fresh ones, interleaved, on the same
     buffers: why the kernel is rejected, or None. A kernel that answers from a memo of earlier calls (keyed on
-    a hash or a sample of its inputs) does less work only on what it has seen. On the CPU the work is the CPU
-    time of the kernel's process (a busy machine preempts calls for whole scheduler slices, which slows their
-    clock time several-fold but not their CPU time, and the host's round trip is mostly waiting); on a GPU
-    the clock. A first verdict against the kernel is confirmed by a second round on other fresh inputs. The
-    last unseen call's outputs are verified."""
+    a hash or a sample of its inputs) does less work only on what it has seen, and its seen calls are faster
+    by the clock (what timing rewards). On the CPU the clock alone misleads: a busy machine preempts calls for
+    whole scheduler slices, slowing them several-fold. So there the CPU time of the kernel's process must say
+    so too, which preemption does not inflate but which misleads alone: a process's CPU clock counts its
+    other running threads (an OpenMP pool spinning after a parallel region) only at scheduler ticks, 4 ms
+    steps. On a GPU the clock judges alone. The clock's times are net of the native host's round trip, as
+    timing's are. A first verdict against the kernel is confirmed by a second round
+    on other fresh inputs. The last unseen call's outputs are verified."""
     cpu = _cpu_clock(kernel)
     rounds: list[_MemoRound] = []
     for _ in range(2):
@@ -223,7 +231,7 @@ def _memo_check(
                 start = time.perf_counter()
                 timed()
                 synchronize(kernel.device)
-                wall = (time.perf_counter() - start) * 1e3
+                wall = net_ms((time.perf_counter() - start) * 1e3, overhead_ms)
                 after = cpu() if cpu is not None else None
                 work = (after - used) * 1e3 if after is not None and used is not None else None
                 sample.add(seen, wall, work)
@@ -238,11 +246,13 @@ def _memo_check(
         if sample.ratio() <= UNSEEN_FACTOR:
             return None
     mildest = min(rounds, key=lambda r: r.ratio())
-    what, times = ("CPU time", mildest.cpu) if mildest.cpu is not None else ("time", mildest.wall)
+    clock, spent = mildest.wall, mildest.cpu
+    measured = f"{min(clock[False]):.3f} ms against {min(clock[True]):.3f} ms on the inputs it was timed on"
+    if spent is not None:
+        measured += f"; CPU time {min(spent[False]):.3f} ms against {min(spent[True]):.3f} ms"
     return (
-        f"the kernel takes {mildest.ratio():.1f}x the {what} on inputs it has not seen ({min(times[False]):.3f} ms "
-        f"against {min(times[True]):.3f} ms on the inputs it was timed on, twice): it answers from results of "
-        "earlier calls"
+        f"the kernel takes {mildest.ratio():.1f}x the time on inputs it has not seen ({measured}; twice): it "
+        "answers from results of earlier calls"
     )
 
 
@@ -261,10 +271,15 @@ class _MemoRound:
             self.cpu[seen].append(cpu_ms)
 
     def ratio(self) -> float:
-        """The fastest unseen call over the fastest seen one, in CPU time where it was read, else clock time."""
-        times = self.cpu if self.cpu is not None else self.wall
-        known = min(times[True])
-        return min(times[False]) / known if known > 0 else float("inf")
+        """The fastest unseen call over the fastest seen one by the clock, or by CPU time where that was read
+        and says less: the kernel is slower on unseen inputs only as far as both agree."""
+        ratios = [_slowdown(self.wall)] + ([_slowdown(self.cpu)] if self.cpu is not None else [])
+        return min(ratios)
+
+
+def _slowdown(times: dict[bool, list[float]]) -> float:
+    known = min(times[True])
+    return min(times[False]) / known if known > 0 else float("inf")
 
 
 def _round_trip(
