@@ -14,6 +14,8 @@ from evoteam.gpu_bench.bindings.c_abi import CKernel
 from evoteam.gpu_bench.build.builder import BuildResult, build
 from evoteam.gpu_bench.build.check import CheckResult, check_file, check_solution
 from evoteam.gpu_bench.build.cuda.constraints import Constraints
+from evoteam.gpu_bench.build.cuda.instruction_classes import CLASSES as INSTRUCTION_CLASSES
+from evoteam.gpu_bench.build.cuda.instruction_classes import checkable, downgrades, instruction_classes, lost_classes
 from evoteam.gpu_bench.build.cuda.nvcc import resolve_arch
 from evoteam.gpu_bench.build.cuda.resources import demangle
 from evoteam.gpu_bench.environment import cpu_name
@@ -89,6 +91,7 @@ from evoteam.gpu_bench.worker.threads import default_policy as thread_policy
 __all__ = [
     "CONFIG_NAME",
     "DEFAULT_SECTIONS",
+    "INSTRUCTION_CLASSES",
     "AxisConst",
     "BenchInputError",
     "Binding",
@@ -142,21 +145,25 @@ __all__ = [
     "build",
     "check_file",
     "check_solution",
+    "checkable",
     "cpu_name",
     "current_sandbox",
     "dataset_root",
     "default_memory_limit_mb",
     "demangle",
+    "downgrades",
     "emit_dataset",
     "export_flashinfer",
     "find_config",
     "find_task",
     "import_flashinfer",
     "import_problem",
+    "instruction_classes",
     "load_definition",
     "load_solution",
     "load_tasks",
     "load_workloads",
+    "lost_classes",
     "make_runner",
     "overall_status",
     "parse_cpus",

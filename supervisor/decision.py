@@ -3,7 +3,7 @@
 A decision is a list of actions (add, remove or replace a role, change the protocol, set or lift a constraint,
 move budget between roles), the signals it answers with their evidence, and a rationale. ``apply`` turns the
 current team into the next one and refuses actions that make no sense (removing the last role, a role that is
-not there). Decisions are shown to users as role notes.
+not there, a constraint no PTX or SASS could tell apart). Decisions are shown to users as role notes.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoteam.gpu_bench.api import checkable
 from evoteam.supervisor.signals import Signal
 from evoteam.supervisor.team import Protocol, Team
 
@@ -138,6 +139,10 @@ def apply(team: Team, decision: SupervisorDecision, known_roles: set[str]) -> Te
             case SetProtocol(protocol=new):
                 protocol = new
             case SetConstraint(require=req, forbid=forb):
+                for pattern in [*req, *forb]:
+                    why = checkable(pattern)
+                    if why is not None:
+                        raise DecisionError(f"cannot constrain {pattern!r}: {why}")
                 require += [r for r in req if r not in require]
                 forbid += [f for f in forb if f not in forbid]
             case LiftConstraint(pattern=pattern):

@@ -117,7 +117,10 @@ class AgentFinished(_Event):
     summary: str = ""
     """The start of the agent's final text."""
     veto: str | None = None
-    """A Disciplinarian's veto (its reason): the round's candidates are withdrawn."""
+    """A Disciplinarian's veto (its reason): the candidate it reviewed is withdrawn (in journals from before
+    reviews named their candidate, every candidate of the round)."""
+    reviewed: str | None = None
+    """The candidate a reviewing role (one that can veto) was given, with its diff against its parent."""
 
 
 class Evaluated(_Event):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evoteam.gpu_bench.api import INSTRUCTION_CLASSES
 from evoteam.roles.budget import BudgetExhausted, TokenBudget
 from evoteam.roles.llm import LLM, LLMError, Message, Request, TextBlock
 from evoteam.supervisor.decision import Action, DecisionError, SupervisorDecision, apply
@@ -31,6 +32,8 @@ Actions (each an object): {"action": "add_role", "role": R, "before": R-or-null}
 {"action": "set_protocol", "protocol": "sequential"|"parallel"},
 {"action": "set_constraint", "require": [pattern...], "forbid": [pattern...]},
 {"action": "lift_constraint", "pattern": P}, {"action": "move_budget", "from": R, "to": R, "fraction": 0..1}.
+A constraint pattern is an instruction class ({classes}) or a PTX/SASS instruction (wgmma.mma_async, HGMMA):
+checked on the compiled code, never a source-level name (cuda::pipeline compiles to cp.async).
 An empty action list keeps the team. Roles you may use: {roles}."""
 
 
@@ -59,7 +62,8 @@ def llm_decide(
         "signals": [s.model_dump(mode="json") for s in found],
     }
     messages = [Message(role="user", content=[TextBlock(text=json.dumps(evidence, indent=1))])]
-    system = [_SYSTEM.replace("{roles}", ", ".join(sorted(known_roles)))]
+    classes = ", ".join(c.name for c in INSTRUCTION_CLASSES)
+    system = [_SYSTEM.replace("{roles}", ", ".join(sorted(known_roles))).replace("{classes}", classes)]
     error = ""
     for _attempt in range(2):
         request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens, temperature=0.0)

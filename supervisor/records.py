@@ -58,8 +58,13 @@ class CandidateRecord(BaseModel):
     rationale: str = ""
     violations: list[str] = Field(default_factory=list)
     """Constraint violations of the candidate (``require wgmma.mma_async: absent``, ``max_registers``...)."""
+    instruction_classes: list[str] = Field(default_factory=list)
+    """The instruction classes in its generated code (``wgmma``, ``mma.sync``, ``TMA``...: CUDA only)."""
     dropped_constructs: list[str] = Field(default_factory=list)
-    """Required constructs the previous best had and this candidate lacks (``wgmma.mma_async``)."""
+    """Instruction classes the best had that this candidate lost, by its compiled code: the best's
+    tensor-core class when this one's generation is lower, an asynchronous-copy class (``TMA``)."""
+    downgrades: list[str] = Field(default_factory=list)
+    """The same as people read them: ``wgmma → mma.sync``, ``TMA lost``."""
     known_failure: str | None = None
     """The id of the knowledge-store failed attempt this candidate repeats, if it does."""
     vetoed: bool = False

@@ -17,8 +17,8 @@ from evoteam.supervisor.records import WorkloadOutcome
 from evoteam.supervisor.state import RunState, fold
 
 MarkKind = Literal["veto", "submitted", "withdrawn", "error", "played", "idle", "pending"]
-"""What a role did in a round, strongest first: it vetoed the round's candidates, it submitted, it submitted
-but a veto withdrew its candidates, its agent failed, it worked without submitting, it was in the team and did
+"""What a role did in a round, strongest first: it vetoed a candidate, it submitted, it submitted but vetoes
+withdrew every candidate it made, its agent failed, it worked without submitting, it was in the team and did
 nothing (no behaviour with this backend), or the round has not reached it (a live or stopped run)."""
 MARK_KINDS: tuple[MarkKind, ...] = ("veto", "submitted", "withdrawn", "error", "played", "idle", "pending")
 NOTE_LENGTH = 48
@@ -190,14 +190,17 @@ def timeline(events: list[Event], state: RunState) -> Timeline:
             kind = old.kind
         count = f.submissions + (old.submissions if old is not None else 0)
         kinds[(f.round, f.role)] = Mark(round=f.round, role=f.role, kind=kind, submissions=count)
-    vetoed = {c.round for c in state.candidates.values() if c.record is not None and c.record.vetoed}
+    vetoed: dict[tuple[int, str], list[bool]] = {}  # per round and role: whether each of its candidates was
+    for c in state.candidates.values():
+        if c.record is not None:
+            vetoed.setdefault((c.round, c.role), []).append(c.record.vetoed)
     marks = []
     for number in sorted(teams):
         for role in teams[number]:
             marks.append(kinds.pop((number, role), Mark(round=number, role=role, kind="pending")))
     marks += kinds.values()  # agents of a role that was not in the round's team (not expected; shown anyway)
     for mark in marks:
-        if mark.kind == "submitted" and mark.round in vetoed:
+        if mark.kind == "submitted" and all(vetoed.get((mark.round, mark.role), [False])):
             mark.kind = "withdrawn"
     return Timeline(
         rounds=sorted(teams),

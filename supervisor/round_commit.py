@@ -1,13 +1,13 @@
 """After a round's agents: each of its candidates evaluated, committed to its round branch, and the best moved.
 
 Each step is journaled as it is done (``evaluated``, ``committed``, ``best``) and skipped when the journal says
-it was (a resumed round): a candidate is evaluated once and committed once. A candidate of a vetoed round is
+it was (a resumed round): a candidate is evaluated once and committed once. A candidate a review vetoed is
 committed, marked vetoed and never best.
 """
 
 from __future__ import annotations
 
-from evoteam.gpu_bench.api import CandidateResult, EvaluationStatus, Solution
+from evoteam.gpu_bench.api import CandidateResult, EvaluationStatus, Solution, downgrades, lost_classes
 from evoteam.roles.tools.candidate import kernel_files
 from evoteam.roles.tools.evaluation import EvaluationCache
 from evoteam.supervisor.events import BestMoved, Committed, Evaluated, Retimed, StartEvaluated
@@ -16,23 +16,21 @@ from evoteam.supervisor.reporting import evaluated_line
 from evoteam.supervisor.services import RunContext
 from evoteam.supervisor.state import Candidate, RunState
 
-DESIGN_CONSTRUCTS = ("wgmma", "tcgen05", "cp.async.bulk", "mma_async", "cuda::pipeline", "__pipeline_memcpy_async")
-"""Constructs whose disappearance from a candidate, when the best had them, is a design downgrade."""
-
 
 def evaluate_and_commit(run: RunContext, number: int, cache: EvaluationCache) -> None:
     state = run.log.state
-    vetoed = state.vetoed(number)
-    best_source = _best_source(run, state)
+    best = _best_classes(state)
     for candidate in state.round_candidates(number):
         solution = Solution.model_validate(candidate.solution)
         if candidate.record is None:
-            record = candidate_record(candidate, cache.evaluate(solution))
-            source = "\n".join(s.content for s in solution.sources)
-            record.dropped_constructs = [c for c in DESIGN_CONSTRUCTS if c in best_source and c not in source]
+            result = cache.evaluate(solution)
+            record = candidate_record(candidate, result)
+            if result.build.ok and result.build.ptx is not None:  # compiled facts: what the compiler emitted
+                record.dropped_constructs = lost_classes(best, record.instruction_classes)
+                record.downgrades = downgrades(best, record.instruction_classes)
             known = run.knowledge.is_known_failure(candidate.rationale)
             record.known_failure = known.id if known is not None and record.status != EvaluationStatus.PASSED else None
-            record.vetoed = vetoed
+            record.vetoed = state.veto_of(candidate) is not None
             evaluated = Evaluated(record=record)
             run.log.record(evaluated)
             run.reporter.activity(evaluated_line(evaluated))
@@ -108,7 +106,7 @@ def _retime_contenders(run: RunContext, state: RunState, number: int, cache: Eva
         first = candidate.record
         assert first is not None
         again = candidate_record(candidate, cache.retime(Solution.model_validate(candidate.solution)))
-        keep = ("vetoed", "known_failure", "dropped_constructs", "violations")
+        keep = ("vetoed", "known_failure", "dropped_constructs", "downgrades", "violations")
         record = again.model_copy(
             update={"retimed_from": first.geomean_speedup, **{name: getattr(first, name) for name in keep}}
         )
@@ -164,12 +162,11 @@ def _move_best(run: RunContext, state: RunState) -> None:
         run.log.record(BestMoved(id=top.id, sha=top.sha, speedup=speedup))
 
 
-def _best_source(run: RunContext, state: RunState) -> str:
-    """The best candidate's sources (the base's before any passed), to see what a candidate dropped."""
-    if state.best is None:
-        assert state.base is not None
-        return "\n".join(run.store.read(state.base, p).decode("utf-8", "replace") for p in run.paths())
-    return "\n".join(s["content"] for s in state.candidates[state.best].solution["sources"])
+def _best_classes(state: RunState) -> list[str]:
+    """The instruction classes of the best candidate's generated code (the start's before there is a best):
+    what a candidate must not fall behind."""
+    record = state.candidates[state.best].record if state.best is not None else state.start
+    return list(record.instruction_classes) if record is not None else []
 
 
 def _commit(run: RunContext, candidate: Candidate, solution: Solution) -> str:
@@ -221,6 +218,7 @@ def result_record(cid: str, round_number: int, role: str, rationale: str, result
         faster=result.summary.faster,
         total=result.summary.total,
         violations=list(result.violations),
+        instruction_classes=list(result.build.instruction_classes),
         workloads=[
             WorkloadOutcome(
                 uuid=w.uuid,

@@ -1,7 +1,10 @@
 """Plays one round: each member of the team runs as an agent on a workspace seeded from the best so far.
 
 Protocol ``sequential``: the members run in order on one workspace, so each sees what the ones before it did;
-``parallel``: all at once, each on its own copy. What an agent does is journaled as it happens: its steps
+``parallel``: all at once, each on its own copy. Then each member that can veto (the Disciplinarian) reviews
+every candidate of the round, one at a time: its workspace holds the candidate and its brief the candidate's
+diff against its parent (the round's start); a veto withdraws that candidate only. What an agent does is
+journaled as it happens: its steps
 (``agent_event``, by the sink it was built with), its submissions (``submitted``, by the submit tool of its
 toolbox, before the agent reads the result), its tokens (``tokens``, by the run's budget) and how it ended
 (``agent_finished``). An agent the journal says finished is not run again (a resumed round).
@@ -9,6 +12,8 @@ toolbox, before the agent reads the result), its tokens (``tokens``, by the run'
 
 from __future__ import annotations
 
+import difflib
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +36,7 @@ from evoteam.roles.workspace import Workspace
 from evoteam.supervisor.events import AgentFinished, AgentStep, Submitted
 from evoteam.supervisor.reporting import step_line, submitted_line
 from evoteam.supervisor.services import RunContext
-from evoteam.supervisor.state import RunState
+from evoteam.supervisor.state import Candidate, RunState
 from evoteam.supervisor.team import Team
 
 
@@ -51,18 +56,25 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
     tools = ToolServices(definition=definition, evaluations=cache, knowledge=run.knowledge, constraints=constraints)
     brief = round_brief(state, team)
     members = [(i, run.services.roles[name]) for i, name in enumerate(team.roles) if name in run.services.roles]
+    makers = [(i, role) for i, role in members if not role.can_veto]
+    reviewers = [(i, role) for i, role in members if role.can_veto]
     shared = seed_workspace(run, folder / "team", start) if team.protocol == "sequential" else None
 
-    def play(index: int, role: RoleSpec) -> None:
-        agent_id = f"{_slug(role.name)}-{index}"
+    def play(index: int, role: RoleSpec, review: Candidate | None = None) -> None:
+        agent_id = f"{_slug(role.name)}-{index}" + (f"-on-{review.id}" if review else "")
         if (number, agent_id) in state.finished_agents:
             return
-        workspace = shared if shared is not None else seed_workspace(run, folder / agent_id, start)
+        if review is not None:
+            workspace = seed_candidate(run, folder / agent_id, start, review)
+            given = f"{brief}\n\n{review_brief(run, start, review, parent_solution(state))}".strip()
+        else:
+            workspace = shared if shared is not None else seed_workspace(run, folder / agent_id, start)
+            given = brief
         author = Author(role=role.name, agent_id=agent_id, round=number)
         made: list[Submission] = []
         toolbox = build_toolbox(run.task, workspace, tools, author, made).only(role.tools)
         toolbox = toolbox.wrapped("submit_candidate", lambda tool: JournaledSubmit(tool, made, run, number))
-        assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=brief)
+        assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=given)
         context = AgentContext(
             assignment=assignment, workspace=workspace, toolbox=toolbox, budget=budget, submissions=made, task=prompt
         )
@@ -79,20 +91,25 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
                 submissions=len(report.submissions),
                 summary=report.final_text[:500],
                 veto=veto,
+                reviewed=review.id if review is not None else None,
             )
         )
 
     if team.protocol == "sequential":
-        for index, role in members:
+        for index, role in makers:
             if run.cancel_requested():
                 break
             play(index, role)
     else:
-        threads = [threading.Thread(target=play, args=m, daemon=True) for m in members]
+        threads = [threading.Thread(target=play, args=m, daemon=True) for m in makers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+    for candidate in state.round_candidates(number) if reviewers else []:
+        for index, role in reviewers:
+            if not run.cancel_requested():
+                play(index, role, candidate)
 
 
 def _run_agent(run: RunContext, role: RoleSpec, number: int, index: int, context: AgentContext) -> AgentReport:
@@ -158,6 +175,58 @@ def round_brief(state: RunState, team: Team) -> str:
             f"Constraints set by the supervisor: require {team.constraints.require}, forbid {team.constraints.forbid}."
         )
     return "\n".join(lines)
+
+
+DIFF_LIMIT = 12_000
+"""Characters of a candidate's diff a review brief holds; a longer diff is cut and says so."""
+
+
+def parent_solution(state: RunState) -> Solution | None:
+    """The round's start as a solution: the best candidate, else the start kernel."""
+    found = state.candidates[state.best].solution if state.best is not None else state.start_solution
+    return Solution.model_validate(found) if found is not None else None
+
+
+def review_brief(run: RunContext, parent: str, candidate: Candidate, parent_build: Solution | None) -> str:
+    """What a reviewer is given about one candidate: its id, author and rationale, and its unified diff
+    against its parent (commit ``parent``, the round's start), build settings (``parent_build``'s) included."""
+    solution = Solution.model_validate(candidate.solution)
+    after = {s.path: s.content for s in solution.sources}
+    lines: list[str] = []
+    for name, path in zip(kernel_files(run.task), run.paths(), strict=True):
+        before = run.store.read(parent, path).decode("utf-8", "replace")
+        lines += difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.get(name, "").splitlines(keepends=True),
+            f"a/{name}",
+            f"b/{name}",
+        )
+    if parent_build is not None:
+        before_spec = parent_build.spec.model_dump(mode="json")
+        after_spec = solution.spec.model_dump(mode="json")
+        lines += [
+            f"build setting {key}: {json.dumps(before_spec.get(key))} -> {json.dumps(value)}\n"
+            for key, value in after_spec.items()
+            if before_spec.get(key) != value
+        ]
+    diff = "".join(lines) or "(no change: the candidate's files and build settings are its parent's)\n"
+    if len(diff) > DIFF_LIMIT:
+        diff = diff[:DIFF_LIMIT] + f"\n... (cut: the diff has {len(diff)} characters)\n"
+    return (
+        f"Review candidate {candidate.id} (by {candidate.role}): {candidate.rationale}\n"
+        f"Your workspace holds it. Its diff against its parent ({parent[:10]}, the round's start):\n"
+        f"```diff\n{diff}```\n"
+        "A veto withdraws this candidate only."
+    )
+
+
+def seed_candidate(run: RunContext, root: Path, parent: str, candidate: Candidate) -> Workspace:
+    """A workspace at ``root`` holding the candidate's files (its parent's where it has none)."""
+    workspace = seed_workspace(run, root, parent)
+    for source in Solution.model_validate(candidate.solution).sources:
+        if source.path in kernel_files(run.task):
+            (root / source.path).write_text(source.content)
+    return workspace
 
 
 def merged_constraints(task: KernelTask, team: Team) -> Constraints:

@@ -134,13 +134,14 @@ def missing_profile_evidence(rounds: Sequence[RoundRecord], config: SignalConfig
 
 
 def design_downgrade(rounds: Sequence[RoundRecord], config: SignalConfig) -> Signal | None:
-    """A candidate of the last round dropped a required construct or broke a constraint."""
+    """A candidate of the last round fell behind the best's design in its compiled code (a lower tensor-core
+    generation, an asynchronous copy lost) or broke a constraint."""
     if not rounds:
         return None
     bad: list[CandidateRecord] = [c for c in rounds[-1].candidates if c.dropped_constructs or c.violations]
     if not bad:
         return None
-    dropped = sorted({d for c in bad for d in c.dropped_constructs})
+    dropped = sorted({d for c in bad for d in (c.downgrades or c.dropped_constructs)})
     violations = sorted({v for c in bad for v in c.violations})
     parts = ([f"dropped {', '.join(dropped)}"] if dropped else []) + (
         [f"violated {'; '.join(violations)}"] if violations else []

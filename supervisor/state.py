@@ -101,9 +101,13 @@ class RunState(BaseModel):
     def decision_after(self, round_number: int) -> SupervisorDecision | None:
         return next((d for d in self.decisions if d.round == round_number), None)
 
-    def vetoed(self, round_number: int) -> bool:
-        """A member of the round vetoed it (its candidates are withdrawn)."""
-        return any(a.veto for a in self.round_agents.get(round_number, []))
+    def veto_of(self, candidate: Candidate) -> str | None:
+        """Why a review vetoed the candidate (journals from before reviews named their candidate: any veto in
+        its round), or None."""
+        for finished in self.round_agents.get(candidate.round, []):
+            if finished.veto and finished.reviewed in (None, candidate.id):
+                return finished.veto
+        return None
 
     def refused(self, round_number: int) -> bool:
         """Every agent that played the round stopped because the budget could not pay for its call."""

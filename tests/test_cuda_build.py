@@ -12,6 +12,7 @@ from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.build.builder import BuildResult, build
 from evoteam.gpu_bench.build.check import check_solution
 from evoteam.gpu_bench.build.cuda.constraints import Constraints
+from evoteam.gpu_bench.build.cuda.instruction_classes import downgrades
 from evoteam.gpu_bench.build.cuda.nvcc import find_cuobjdump, find_nvcc
 from evoteam.gpu_bench.runner import SolutionRun, WorkloadRun
 from evoteam.gpu_bench.schema import (
@@ -188,3 +189,32 @@ def test_constraints_still_hold_when_only_the_remote_host_can_compile(
         definition, workloads, candidate, candidate, quick_config(), constraints=Constraints(max_registers=64)
     )
     assert held.status == EvaluationStatus.PASSED and held.violations == []
+
+
+PIPELINE_COPY = """// A tile staged through shared memory with __pipeline_memcpy_async (cp.async in PTX).
+#include <cuda_pipeline.h>
+
+extern "C" __global__ void staged(const float4* x, float4* out) {
+    __shared__ float4 tile[128];
+    asm volatile("// wgmma.mma_async.sync.aligned: a PTX comment is not an instruction");
+    __pipeline_memcpy_async(&tile[threadIdx.x], &x[threadIdx.x], sizeof(float4));
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    out[threadIdx.x] = tile[threadIdx.x];
+}
+"""
+
+
+def test_a_build_records_the_instruction_classes_nvcc_emitted(tmp_path: Path) -> None:
+    """What the supervisor compares a candidate with the best on: the classes in the PTX nvcc emitted (the
+    fallback from WGMMA to WMMA is seen there), not the names in the source."""
+    wgmma = build(cuda_solution("wgmma_tile.cu", "tile_wgmma"), tmp_path)
+    wmma = build(cuda_solution("wmma_gemm.cu", "tile_gemm"), tmp_path)
+    staged = build(cuda_solution("staged.cu", "staged", content=PIPELINE_COPY), tmp_path)
+    assert wgmma.ok and wmma.ok and staged.ok, (wgmma.log, wmma.log, staged.log)
+    assert "wgmma" in wgmma.instruction_classes and "wmma" not in wgmma.instruction_classes
+    assert wmma.instruction_classes == ["wmma"]
+    assert staged.instruction_classes == ["cp.async"]  # the comment naming wgmma.mma_async is not counted
+    assert downgrades(wgmma.instruction_classes, wmma.instruction_classes) == ["wgmma → wmma"]
+    again = build(cuda_solution("wmma_gemm.cu", "tile_gemm"), tmp_path)
+    assert again.cached and again.instruction_classes == ["wmma"]

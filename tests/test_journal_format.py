@@ -171,7 +171,8 @@ def test_the_state_folded_event_by_event_is_the_replays_and_earlier_copies_stay_
     assert copies[7].candidates.keys() == {"r01-optimizer-0-a"} and copies[7].round_tokens == {1: 15}
     assert all(c.record is None for c in copies[10].candidates.values())  # evaluated later, not in the copy
     assert state.round_teams == {1: TEAM} and state.team == Team(roles=["Optimizer", "Reviewer", "Debugger"])
-    assert state.refused(1) is False and state.vetoed(1) is False and state.profiled_rounds == {1}
+    assert state.refused(1) is False and state.profiled_rounds == {1}
+    assert all(state.veto_of(c) is None for c in state.candidates.values())
     [finished] = state.rounds_finished
     assert all(r is state.candidates[r.id].record for r in finished.candidates)  # one object per record
     assert state.finished == "rounds" and state.best == "r01-optimizer-0-a" and state.spent == 15
@@ -209,3 +210,13 @@ def test_the_language_servers_index_leaves_an_unreadable_journal_out_and_logs_wh
     )
     warnings = sorted(r.getMessage().split(":")[0] for r in caplog.records)
     assert warnings == ["run foreign is left out", "run old is left out"]
+
+
+def test_a_veto_withdraws_the_candidate_its_review_named_and_an_old_one_its_round() -> None:
+    state = fold([e for e in one_round() if not isinstance(e, AgentFinished)])
+    candidate, other = state.round_candidates(1)[:2]
+    review = AgentFinished(round=1, agent="disciplinarian-1-b", role="Disciplinarian", stop="end_turn")
+    apply(state, review.model_copy(update={"veto": "two ideas at once", "reviewed": other.id}))
+    assert state.veto_of(other) == "two ideas at once" and state.veto_of(candidate) is None
+    apply(state, review.model_copy(update={"agent": "disciplinarian-1", "veto": "old journal"}))
+    assert state.veto_of(candidate) == "old journal"  # a veto naming no candidate: its whole round

@@ -30,7 +30,9 @@ ROUNDS = [
                 role="Optimizer",
                 status=S.PASSED,
                 geomean_speedup=1.4,
-                dropped_constructs=["wgmma.mma_async"],
+                instruction_classes=["wmma"],
+                dropped_constructs=["wgmma"],
+                downgrades=["wgmma → wmma"],
                 workloads=[WorkloadOutcome(uuid=f"w{i}", status=S.PASSED, speedup=1.4) for i in range(50)],
             )
         ],
@@ -70,6 +72,20 @@ def test_an_invalid_answer_is_retried_with_the_error_then_accepted() -> None:
     assert decision.source == "llm" and decision.actions == [AddRole(role="Debugger")]
     retry = llm.requests[1].messages[-1].content[0]
     assert "unknown role 'Wizard'" in retry.text  # type: ignore[union-attr]
+
+
+def test_a_constraint_on_a_source_level_name_is_refused_and_retried() -> None:
+    """The model is told which instruction classes a constraint can name; ``cuda::pipeline`` compiles to
+    ``cp.async`` and would reject every candidate, so the answer goes back with the reason."""
+    bad = {"actions": [{"action": "set_constraint", "require": ["cuda::pipeline"]}], "rationale": "pipeline it"}
+    good = {"actions": [{"action": "set_constraint", "require": ["cp.async"]}], "rationale": "c1 lost cp.async"}
+    llm = ScriptedLLM([text(json.dumps(bad)), text(json.dumps(good))])
+    decision = llm_decide(llm, "scripted", TokenBudget(100_000), Team(roles=["Optimizer"]), ROUNDS, [], KNOWN)
+    assert decision.source == "llm" and decision.actions == [SetConstraint(require=["cp.async"])]
+    system = llm.requests[0].system[0]
+    assert "tcgen05, wgmma, wmma, mma.sync, TMA" in system  # type: ignore[operator]
+    retry = llm.requests[1].messages[-1].content[0]
+    assert "source-level name" in retry.text  # type: ignore[union-attr]
 
 
 def test_two_bad_answers_or_no_budget_fall_back_to_the_rules() -> None:

@@ -4,6 +4,7 @@ on round branches, best followed, decisions journaled, the user's dirty tree unt
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
 from evoteam.supervisor.config import RunConfig
-from evoteam.supervisor.events import AgentFinished, Committed, DecisionMade, Evaluated, Submitted
+from evoteam.supervisor.events import AgentFinished, Committed, DecisionMade, Evaluated, RoundStarted, Submitted
 from evoteam.supervisor.git_store import GitStore
 from evoteam.supervisor.loop import RunServices, Supervisor
 from evoteam.supervisor.state import fold
@@ -213,3 +214,58 @@ def test_a_journal_cut_anywhere_resumes_to_every_candidate_exactly_once(
     # could leave them)
     assert all(trailers.count(cid) == 1 for cid in resumed.candidates)
     assert all(resumed.candidates[cid].sha for cid in resumed.candidates)
+
+
+class Auditor:
+    """A reviewer that keeps what it was given and vetoes the Explorer's candidates only."""
+
+    def __init__(self) -> None:
+        self.given: list[tuple[str, str]] = []  # (brief, the kernel in its workspace)
+
+    def run(self, context: AgentContext) -> AgentReport:
+        brief = context.assignment.brief
+        self.given.append((brief, (context.workspace.root / "kernel.cpp").read_text()))
+        verdict = "VERDICT: veto — two ideas at once" if "(by Explorer)" in brief else "VERDICT: approve"
+        a = context.assignment
+        return AgentReport(role=a.role.name, agent_id=a.agent_id, stop="end_turn", final_text=verdict)
+
+
+def test_the_disciplinarian_reviews_each_candidate_and_its_veto_withdraws_that_one_only(
+    repo: Path, evaluator: Evaluator
+) -> None:
+    """A parallel team: the Disciplinarian does not review a copy of the old best but each candidate of the
+    round, with its diff against its parent; vetoing the Explorer's leaves the Optimizer's standing."""
+    task = scale_add_task(source=repo / "kernel.cpp")
+    auditor = Auditor()
+    offline = backend_factory("offline", task, {}, None, 3, seed=0)
+
+    def agents(role, number, index, sink, cancel):  # type: ignore[no-untyped-def]
+        return auditor if role.name == "Disciplinarian" else offline(role, number, index, sink, cancel)
+
+    supervisor = Supervisor(
+        repo, "run-r", RunServices(task=task, evaluations=services(task, evaluator).evaluations, agents=agents)
+    )
+    supervisor.start(RunConfig(run="run-r", kernel="scale_add", config=str(repo), rounds=1, budget=0, llm="offline"))
+    team = Team(roles=["Optimizer", "Explorer", "Disciplinarian"], protocol="parallel")
+    supervisor.journal.append(RoundStarted(round=1, team=team))
+    state = supervisor.run()
+
+    assert state.start_solution is not None
+    start = Solution.model_validate(state.start_solution)
+    made = state.round_candidates(1)
+    assert {c.role for c in made} == {"Optimizer", "Explorer"}, [c.role for c in made]
+    reviews = [e for e in supervisor.journal.events() if isinstance(e, AgentFinished) and e.role == "Disciplinarian"]
+    assert sorted(r.reviewed or "" for r in reviews) == sorted(c.id for c in made)  # one review per candidate
+    for candidate in made:
+        record = candidate.record
+        assert record is not None and record.vetoed == (candidate.role == "Explorer")
+        [(brief, kernel)] = [g for g in auditor.given if f"Review candidate {candidate.id} " in g[0]]
+        solution = Solution.model_validate(candidate.solution)
+        assert kernel == solution.sources[0].content  # its workspace holds the candidate, not the old best
+        assert "```diff\n" in brief and candidate.rationale in brief
+        changed = solution.sources[0].content != start.sources[0].content  # the tuner rewrites its #define
+        if solution.spec.compile_flags != start.spec.compile_flags:
+            assert f"build setting compile_flags: {json.dumps(start.spec.compile_flags)} -> " in brief
+        assert ("--- a/kernel.cpp\n+++ b/kernel.cpp\n" in brief) == changed, brief
+        assert ("(no change:" in brief) == (not changed and solution.spec == start.spec), brief
+    assert state.best is None or state.candidates[state.best].role == "Optimizer"

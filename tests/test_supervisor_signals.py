@@ -101,10 +101,11 @@ def test_missing_profile_evidence() -> None:
 
 
 def test_design_downgrade_from_a_dropped_construct_or_a_violation() -> None:
-    dropped = [rnd(1, cand("a", 1, speedup=1.4, dropped_constructs=["wgmma.mma_async"]))]
+    fallback = {"dropped_constructs": ["wgmma", "TMA"], "downgrades": ["wgmma → wmma", "TMA lost"]}
+    dropped = [rnd(1, cand("a", 1, speedup=1.4, **fallback))]
     found = signals(dropped)
     assert [s.name for s in found] == ["design_downgrade"]
-    assert "wgmma.mma_async" in found[0].summary and found[0].candidates == ["a"]
+    assert "dropped TMA lost, wgmma → wmma" in found[0].summary and found[0].candidates == ["a"]
     violated = [rnd(1, cand("b", 1, S.REJECTED, violations=["max_registers 128: kernel k uses 168"]))]
     assert "design_downgrade" in names(violated)
 
@@ -127,11 +128,12 @@ def test_rules_answer_each_signal_with_the_role_the_design_names() -> None:
     assert AddRole(role="Debugger", before="Optimizer") in decision.actions
     assert apply(team, decision, KNOWN).roles == ["Debugger", "Optimizer"]
 
-    downgrade = [rnd(1, cand("a", 1, speedup=1.4, dropped_constructs=["wgmma.mma_async"]))]
+    fallback = {"dropped_constructs": ["wgmma"], "downgrades": ["wgmma → wmma"]}
+    downgrade = [rnd(1, cand("a", 1, speedup=1.4, **fallback))]
     decision = decide("evolving", team, downgrade, signals(downgrade))
     after = apply(team, decision, KNOWN)
     assert after.roles == ["Optimizer", "Disciplinarian"]
-    assert after.constraints.require == ["wgmma.mma_async"]
+    assert after.constraints.require == ["wgmma"]  # the class, checked by its instructions in PTX and SASS
     assert decision.signals[0].candidates == ["a"] and "Disciplinarian" in decision.note()
 
     no_profile = [rnd(1, cand("a", 1), profiled=False), rnd(2, cand("b", 2, speedup=1.5), profiled=False)]
@@ -194,3 +196,12 @@ def test_every_action_applies_and_nonsense_is_refused() -> None:
             SupervisorDecision(round=1, rationale="x", actions=[RemoveRole(role="Optimizer")]),
             KNOWN,
         )
+
+
+@pytest.mark.parametrize("pattern", ["cuda::pipeline", "__pipeline_memcpy_async"])
+def test_a_constraint_no_compiled_code_could_meet_is_refused(pattern: str) -> None:
+    """Source-level names never appear in PTX or SASS: requiring one would reject every candidate."""
+    team = Team(roles=["Optimizer"])
+    for action in (SetConstraint(require=[pattern]), SetConstraint(forbid=[pattern])):
+        with pytest.raises(DecisionError, match="source-level name"):
+            apply(team, SupervisorDecision(round=1, rationale="test", actions=[action]), KNOWN)

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from evoteam.gpu_bench.build.cuda import nvcc
+from evoteam.gpu_bench.build.cuda.instruction_classes import instruction_classes
 from evoteam.gpu_bench.build.lint import lint_solution
 from evoteam.gpu_bench.build.tool_version import version_line
 from evoteam.gpu_bench.sandbox.run import run_confined
@@ -44,6 +45,8 @@ class BuildResult(BaseModel):
     """The CUDA architecture built for (None on CPU)."""
     ptx: str | None = None
     """Path of the PTX that ptxas compiled (CUDA only; kept beside the artifact)."""
+    instruction_classes: list[str] = Field(default_factory=list)
+    """The instruction classes in that PTX (``wgmma``, ``mma.sync``, ``TMA``, ...: CUDA only)."""
 
 
 def default_cache_root() -> Path:
@@ -176,6 +179,8 @@ def _cached(final: Path, marker: Path, seconds: float) -> BuildResult:
         result = BuildResult.model_validate_json((final / _RESULT).read_text())
     except (OSError, ValueError):  # a cache entry from before results were kept
         result = BuildResult(ok=True, artifact=marker.read_text())
+    if result.ptx and not result.instruction_classes and Path(result.ptx).is_file():  # kept before classes were
+        result.instruction_classes = instruction_classes(Path(result.ptx).read_text(errors="replace"))
     return result.model_copy(update={"cached": True, "seconds": seconds})
 
 
@@ -221,6 +226,7 @@ def _compile_cuda(solution: Solution, work: Path, final: Path, binding: Binding)
         resources=parse_resources(run.log, arch),
         arch=arch,
         ptx=ptx_path,
+        instruction_classes=instruction_classes(run.ptx) if run.ptx else [],
     )
 
 

@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 
 from evoteam.gpu_bench.build.builder import BuildResult, build, keep_in_entry
 from evoteam.gpu_bench.build.cuda import nvcc
-from evoteam.gpu_bench.build.cuda.constraints import Constraints, check
+from evoteam.gpu_bench.build.cuda.constraints import Constraints, check, found
+from evoteam.gpu_bench.build.cuda.instruction_classes import code_lines
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Diagnostic, KernelResources, Language, Solution, SourceFile
 from evoteam.gpu_bench.task import KernelTask, TaskError, find_config, load_tasks
 
@@ -58,11 +59,12 @@ def check_solution(
             if sass is not None:
                 result.violations = check(constraints, ptx, sass, built.resources)
             else:  # a required SASS instruction cannot be confirmed: say so rather than pass or guess
-                ptx_only = constraints.model_copy(update={"require": [p for p in constraints.require if p in ptx]})
+                in_ptx = [p for p in constraints.require if found(p, code_lines(ptx), "")]
+                ptx_only = constraints.model_copy(update={"require": in_ptx})
                 result.violations = check(ptx_only, ptx, "", built.resources) + [
                     f"cannot verify that {p!r} appears: it is not in the PTX and no SASS could be read"
                     for p in constraints.require
-                    if p not in ptx
+                    if p not in in_ptx
                 ]
     result.seconds = time.perf_counter() - start
     return result

@@ -1,6 +1,7 @@
 """Constraints on generated code, checked on PTX and SASS text and on ptxas resource facts.
 
-``require``/``forbid`` are substrings of instructions (``wgmma.mma_async``, ``wmma.mma``, ``HGMMA``);
+``require``/``forbid`` are instruction classes (``wgmma``, ``TMA``: ``instruction_classes.py``) or substrings of
+instructions (``wgmma.mma_async``, ``wmma.mma``, ``HGMMA``);
 a violated constraint turns a candidate into ``REJECTED`` with the reason. Nothing here runs a tool.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoteam.gpu_bench.build.cuda.instruction_classes import BY_NAME, appears, code_lines
 from evoteam.gpu_bench.schema import KernelResources
 
 
@@ -30,13 +32,13 @@ class Constraints(BaseModel):
 
 def check(constraints: Constraints, ptx: str, sass: str, resources: list[KernelResources]) -> list[str]:
     """The violated constraints, each as one sentence; empty when all hold."""
-    code = _instructions(ptx) + "\n" + _instructions(sass)
+    ptx_code, sass_code = code_lines(ptx), code_lines(sass)
     violations = []
     for pattern in constraints.require:
-        if pattern not in code:
+        if not found(pattern, ptx_code, sass_code):
             violations.append(f"required instruction {pattern!r} does not appear in the generated PTX/SASS")
     for pattern in constraints.forbid:
-        if pattern in code:
+        if found(pattern, ptx_code, sass_code):
             violations.append(f"forbidden instruction {pattern!r} appears in the generated PTX/SASS")
     for kernel in resources:
         if constraints.max_registers is not None and kernel.registers > constraints.max_registers:
@@ -52,13 +54,10 @@ def check(constraints: Constraints, ptx: str, sass: str, resources: list[KernelR
     return violations
 
 
-def _instructions(text: str) -> str:
-    """The text without comments, file tables and function headers, so a constraint can be met only by
-    code (not by a comment, a file name or a kernel's name)."""
-    lines = []
-    for line in text.splitlines():
-        stripped = line.split("//", 1)[0].strip()
-        if not stripped or stripped.startswith((".file", ".loc", "Function :", ".entry", ".visible", ".func")):
-            continue
-        lines.append(stripped)
-    return "\n".join(lines)
+def found(pattern: str, ptx_code: str, sass_code: str) -> bool:
+    """An instruction class (``wgmma``, ``TMA``: ``instruction_classes.CLASSES``) by its instructions, anything
+    else as a substring of an instruction."""
+    known = BY_NAME.get(pattern)
+    if known is not None:
+        return appears(known, ptx_code, sass_code)
+    return pattern in ptx_code or pattern in sass_code
