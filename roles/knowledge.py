@@ -27,6 +27,9 @@ class Kind(StrEnum):
     """A verified strategy: a change that measurably helped."""
     FAILED_ATTEMPT = "failed_attempt"
     """An idea that was tried and did not help (with evidence), so it is not retried blindly."""
+    INCONCLUSIVE = "inconclusive"
+    """A change whose measured effect could not be told from noise (its interval holds 1): not a fact either
+    way, so neither a strategy to build on nor a failure to avoid."""
     PLAN = "plan"
     """The current plan; the latest entry is the plan in force."""
     ROLE_RECORD = "role_record"
@@ -37,6 +40,7 @@ TITLES = {
     Kind.HARDWARE: "Hardware observations",
     Kind.STRATEGY: "Verified strategies",
     Kind.FAILED_ATTEMPT: "Failed attempts",
+    Kind.INCONCLUSIVE: "Inconclusive (not told apart from noise)",
     Kind.PLAN: "Plan",
     Kind.ROLE_RECORD: "Role records",
 }
@@ -49,9 +53,18 @@ class Evidence(BaseModel):
     numbers: dict[str, float] = Field(
         default_factory=dict, description="measured numbers, e.g. {'geomean_speedup': 1.12, 'registers': 64}"
     )
+    speedup: float | None = None
+    """The harness's geomean speedup of the candidate over ``over`` (paired timing), when it measured one."""
+    ci: tuple[float, float] | None = None
+    """Its 95% interval."""
+    over: str | None = None
+    """What it was timed against: the candidate's parent (the round's start)."""
 
     def text(self) -> str:
         parts = [p for p in (self.candidate, self.status) if p]
+        if self.speedup is not None:
+            interval = f" [{self.ci[0]:.3f}, {self.ci[1]:.3f}]" if self.ci is not None else ""
+            parts.append(f"measured {self.speedup:.3f}x{interval} over {self.over or 'its parent'}")
         parts += [f"{k}={v:g}" for k, v in self.numbers.items()]
         return ", ".join(parts)
 
@@ -75,6 +88,17 @@ class Entry(BaseModel):
         body = " ".join(self.body.split())
         body = body if len(body) <= 240 else body[:237] + "..."
         return f"- [{self.kind.value}] {self.title}{who}{evidence}" + (f": {body}" if body else "")
+
+
+def measured_kind(status: str, ci: tuple[float, float] | None) -> Kind:
+    """What a measurement of a change over its parent makes of it: a failed attempt when the candidate did not
+    pass or its interval lies below 1, a verified strategy when it lies above 1, else inconclusive (no
+    interval, or one that holds 1)."""
+    if status != "PASSED":
+        return Kind.FAILED_ATTEMPT
+    if ci is None or ci[0] <= 1.0 <= ci[1]:
+        return Kind.INCONCLUSIVE
+    return Kind.STRATEGY if ci[0] > 1.0 else Kind.FAILED_ATTEMPT
 
 
 Clock = Callable[[], datetime]
@@ -171,7 +195,7 @@ class KnowledgeStore:
         if plan is not None:
             sections.append(f"Current plan: {plan.title}" + (f"\n{plan.body}" if plan.body else ""))
         left = limit
-        for kind in (Kind.STRATEGY, Kind.FAILED_ATTEMPT, Kind.HARDWARE, Kind.ROLE_RECORD):
+        for kind in (Kind.STRATEGY, Kind.FAILED_ATTEMPT, Kind.INCONCLUSIVE, Kind.HARDWARE, Kind.ROLE_RECORD):
             if left <= 0:
                 break
             items = self.query(kind, limit=left)

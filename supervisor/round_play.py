@@ -53,7 +53,10 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
     definition = run.task.load_definition()
     constraints = merged_constraints(run.task, team)
     prompt = task_prompt(run.task, definition, run.task.load_workloads(), run.knowledge.summary(), constraints)
-    tools = ToolServices(definition=definition, evaluations=cache, knowledge=run.knowledge, constraints=constraints)
+    parent = parent_solution(state) if state.best is not None else None  # else the start, the cache's incumbent
+    tools = ToolServices(
+        definition=definition, evaluations=cache, knowledge=run.knowledge, constraints=constraints, parent=parent
+    )
     brief = round_brief(state, team)
     members = [(i, run.services.roles[name]) for i, name in enumerate(team.roles) if name in run.services.roles]
     makers = [(i, role) for i, role in members if not role.can_veto]

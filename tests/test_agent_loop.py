@@ -40,9 +40,9 @@ class Counting:
         self.inner = inner
         self.calls = 0
 
-    def evaluate(self, solution: Solution) -> CandidateResult:
+    def evaluate(self, solution: Solution, baseline: Solution | None = None) -> CandidateResult:
         self.calls += 1
-        return self.inner.evaluate(solution)
+        return self.inner.evaluate(solution, baseline)
 
 
 class Setup:

@@ -297,9 +297,9 @@ class Counting:
     def __init__(self, inner: TaskEvaluations) -> None:
         self.inner, self.blocks = inner, list[int]()
 
-    def evaluate(self, solution: Solution) -> CandidateResult:
+    def evaluate(self, solution: Solution, baseline: Solution | None = None) -> CandidateResult:
         self.blocks.append(knob(solution.sources[0].content, "BLOCK"))
-        return self.inner.evaluate(solution)
+        return self.inner.evaluate(solution, baseline)
 
 
 @pytest.mark.integration

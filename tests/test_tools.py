@@ -381,6 +381,73 @@ def test_a_strategy_that_matches_a_failed_attempt_is_flagged(kit: Kit) -> None:
     assert "failed attempt" not in content and data is not None and "known_failure" not in data
 
 
+def with_interval(result: CandidateResult, low: float, high: float) -> CandidateResult:
+    return result.model_copy(update={"summary": result.summary.model_copy(update={"geomean_ci": (low, high)})})
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("asked", "interval", "stored"),
+    [
+        ("strategy", (1.04, 1.12), Kind.STRATEGY),
+        ("strategy", (0.97, 1.08), Kind.INCONCLUSIVE),  # a "win" the timing noise could have made
+        ("failed_attempt", (0.97, 1.08), Kind.INCONCLUSIVE),  # a "loss" likewise: it may be retried
+        ("failed_attempt", (1.04, 1.12), Kind.STRATEGY),  # the measurement decides, not the note
+        ("strategy", (0.80, 0.95), Kind.FAILED_ATTEMPT),
+    ],
+)
+def test_a_note_on_a_candidate_is_stored_as_its_measurement_over_its_parent_shows(
+    tmp_path: Path, asked: str, interval: tuple[float, float], stored: Kind
+) -> None:
+    """The candidate is timed against the round's start (the parent, a best of an earlier round), paired, and
+    that measurement, with its interval, is the note's standing."""
+    task = scale_add_task()
+    workspace = seed_workspace(task, tmp_path / "ws")
+    definition = task.load_definition()
+    parent = workspace_solution(task, workspace, definition.name, name="best-r01", author="Optimizer")
+    (workspace.root / task.source.name).write_text(parent.sources[0].content + "\n// unrolled by 4\n")
+    candidate = workspace_solution(task, workspace, definition.name, name="scale_add-opt-1-eval3", author="Optimizer")
+    fake = FakeEvaluations(
+        lambda s: scripted_result(s.name, {"small": 1.3}),
+        versus=lambda s, base: with_interval(scripted_result(s.name, {"small": 1.07}), *interval),
+    )
+    cache = EvaluationCache(fake)
+    cache.evaluate(candidate)  # the agent evaluated it: its name is what the evaluation reported
+    store = KnowledgeStore(tmp_path / "repo", "scale_add")
+    services = ToolServices(definition=definition, evaluations=cache, knowledge=store, parent=parent)
+    toolbox = build_toolbox(task, workspace, services, AUTHOR, [])
+    evidence = {"candidate": candidate.name, "numbers": {"geomean_speedup": 1.3}}
+    result = toolbox.call("write_note", {"kind": asked, "title": "unroll by 4", "evidence": evidence})
+    assert not result.is_error
+    [entry] = store.entries()
+    assert entry.kind == stored and entry.evidence is not None
+    assert (entry.evidence.speedup, entry.evidence.ci) == (1.07, interval) and entry.evidence.status == "PASSED"
+    assert entry.evidence.over == "its parent best-r01" and fake.baselines[-1] == parent
+    assert f"measured 1.070x [{interval[0]:.3f}, {interval[1]:.3f}] over its parent best-r01" in result.content
+    assert (f"stored as {stored.value}, not {asked}" in result.content) == (stored.value != asked)
+    assert ("Inconclusive (not told apart from noise):" in store.summary()) == (stored == Kind.INCONCLUSIVE)
+    again = toolbox.call("write_note", {"kind": asked, "title": "unroll by 4, again", "evidence": evidence})
+    assert not again.is_error and len(fake.calls) == 2  # the pair was timed once
+
+
+@pytest.mark.unit
+def test_a_failing_candidate_is_a_failed_attempt_and_an_unknown_one_is_not_measured(kit: Kit) -> None:
+    failing = FakeEvaluations(lambda s: scripted_result(s.name, {"small": 1.2}, failed={"large": "NaN at (3,)"}))
+    cache = EvaluationCache(failing)
+    solution = workspace_solution(kit.task, kit.workspace, "scale_add_f32", name="cand-9", author="Optimizer")
+    cache.evaluate(solution)
+    services = ToolServices(definition=kit.task.load_definition(), evaluations=cache, knowledge=kit.knowledge)
+    toolbox = build_toolbox(kit.task, kit.workspace, services, AUTHOR, [])
+    toolbox.call("write_note", {"kind": "strategy", "title": "fast path", "evidence": {"candidate": "cand-9"}})
+    result = toolbox.call("write_note", {"kind": "strategy", "title": "other", "evidence": {"candidate": "nope"}})
+    first, second = kit.knowledge.entries()
+    assert first.kind == Kind.FAILED_ATTEMPT and first.evidence is not None
+    assert first.evidence.status == "INCORRECT_NUMERICAL" and first.evidence.over == "the start"
+    assert second.kind == Kind.STRATEGY and second.evidence is not None and second.evidence.speedup is None
+    assert "not measured (no evaluated candidate is named 'nope'" in result.content
+    assert "Inconclusive" not in kit.knowledge.summary()
+
+
 # -- factory -----------------------------------------------------------------------------------------------------
 
 

@@ -34,9 +34,9 @@ from evoteam.roles.workspace import Workspace
 
 
 class EvaluationService(Protocol):
-    def evaluate(self, solution: Solution) -> CandidateResult:
-        """Every workload of the task, against its baseline. Raises ``BenchInputError`` only when the task
-        itself is unusable (its baseline fails), never for a bad candidate."""
+    def evaluate(self, solution: Solution, baseline: Solution | None = None) -> CandidateResult:
+        """Every workload of the task, against its baseline (or ``baseline``). Raises ``BenchInputError``
+        only when the task itself is unusable (its baseline fails), never for a bad candidate."""
         ...
 
 
@@ -64,13 +64,13 @@ class TaskEvaluations:
         self._evaluator = evaluator
         self._lock = threading.Lock()
 
-    def evaluate(self, solution: Solution) -> CandidateResult:
+    def evaluate(self, solution: Solution, baseline: Solution | None = None) -> CandidateResult:
         with self._lock:
             return self._evaluator.evaluate(
                 self.definition,
                 self.workloads,
                 solution,
-                self.baseline,
+                baseline if baseline is not None else self.baseline,
                 self.config,
                 self.task.blob_root(),
                 constraints=self.constraints,
@@ -78,14 +78,24 @@ class TaskEvaluations:
 
 
 class FakeEvaluations:
-    """Answers with ``respond(solution)``; keeps the solutions it was asked about."""
+    """Answers with ``respond(solution)``, or ``versus(solution, baseline)`` when a baseline is given; keeps
+    the solutions it was asked about and the baselines."""
 
-    def __init__(self, respond: Callable[[Solution], CandidateResult]) -> None:
+    def __init__(
+        self,
+        respond: Callable[[Solution], CandidateResult],
+        versus: Callable[[Solution, Solution], CandidateResult] | None = None,
+    ) -> None:
         self._respond = respond
+        self._versus = versus
         self.calls: list[Solution] = []
+        self.baselines: list[Solution | None] = []
 
-    def evaluate(self, solution: Solution) -> CandidateResult:
+    def evaluate(self, solution: Solution, baseline: Solution | None = None) -> CandidateResult:
         self.calls.append(solution)
+        self.baselines.append(baseline)
+        if baseline is not None and self._versus is not None:
+            return self._versus(solution, baseline)
         return self._respond(solution)
 
 
@@ -124,25 +134,48 @@ class EvaluationCache:
         self._service = service
         self._lock = threading.Lock()
         self._results: dict[str, CandidateResult] = {}
+        self._solutions: dict[str, Solution] = {}  # by name, each evaluated one
+        self._versus: dict[tuple[str, str], CandidateResult] = {}
 
     def get(self, solution: Solution) -> CandidateResult | None:
         with self._lock:
             return self._results.get(solution.content_hash())
+
+    def find(self, name: str) -> Solution | None:
+        """The evaluated solution of that name (as an evaluation reports it), or None."""
+        with self._lock:
+            return self._solutions.get(name.strip())
+
+    def versus(self, solution: Solution, parent: Solution) -> CandidateResult:
+        """``solution`` timed against ``parent`` (paired, in one session), once per pair of contents."""
+        key = (solution.content_hash(), parent.content_hash())
+        with self._lock:
+            cached = self._versus.get(key)
+        if cached is not None:
+            return cached
+        result = self._service.evaluate(solution, parent)
+        with self._lock:
+            self._versus[key] = result
+        return result
 
     def retime(self, solution: Solution) -> CandidateResult:
         """A fresh evaluation, whatever is cached (it replaces the cached one)."""
         result = self._service.evaluate(solution)
         with self._lock:
             self._results[solution.content_hash()] = result
+            self._solutions[solution.name] = solution
         return result
 
     def evaluate(self, solution: Solution) -> CandidateResult:
         cached = self.get(solution)
         if cached is not None:
+            with self._lock:
+                self._solutions.setdefault(solution.name, solution)
             return cached
         result = self._service.evaluate(solution)
         with self._lock:
             self._results[solution.content_hash()] = result
+            self._solutions[solution.name] = solution
         return result
 
 

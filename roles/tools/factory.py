@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evoteam.gpu_bench.api import Constraints, Definition, KernelTask
+from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Solution
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.knowledge import KnowledgeStore
 from evoteam.roles.tools.base import TOOL_NAMES, Author, Tool, Toolbox
@@ -30,6 +30,9 @@ class ToolServices:
     profiler: Profiler | None = None
     """None: ``TimingProfiler`` over ``evaluations``."""
     constraints: Constraints | None = None
+    parent: Solution | None = None
+    """The round's start when it is not the incumbent ``evaluations`` time against (a best found in an earlier
+    round): a candidate a note names is timed against it."""
 
 
 def build_toolbox(
@@ -52,7 +55,7 @@ def build_toolbox(
         EvaluateTool(task, workspace, name, services.evaluations, author),
         ProfileTool(task, workspace, name, profiler, author),
         ReadKnowledgeTool(services.knowledge),
-        WriteNoteTool(services.knowledge, author),
+        WriteNoteTool(services.knowledge, author, services.evaluations, services.parent),
         SubmitCandidateTool(task, workspace, name, services.evaluations, author, submissions),
     ]
     assert tuple(t.name for t in tools) == TOOL_NAMES

@@ -1,4 +1,8 @@
-"""Knowledge tools: ``read_knowledge`` (query the kernel's store) and ``write_note`` (add an entry to it)."""
+"""Knowledge tools: ``read_knowledge`` (query the kernel's store) and ``write_note`` (add an entry to it).
+
+A strategy or failed attempt that names an evaluated candidate gets its standing from the harness, not from
+the note: the candidate is timed against its parent (the round's start, paired), and the measurement decides
+the kind it is stored as (``knowledge.measured_kind``: an interval holding 1 is ``inconclusive``)."""
 
 from __future__ import annotations
 
@@ -6,15 +10,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.roles.knowledge import Evidence, Kind, KnowledgeStore
+from evoteam.gpu_bench.api import BenchInputError, CandidateResult, Solution
+from evoteam.roles.knowledge import Evidence, Kind, KnowledgeStore, measured_kind
 from evoteam.roles.tools.base import Author, ToolResult
+from evoteam.roles.tools.evaluation import EvaluationCache
 
 MAX_ENTRIES = 30
 
 
 class ReadKnowledgeInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["hardware", "strategy", "failed_attempt", "plan", "role_record"] | None = Field(
+    kind: Literal["hardware", "strategy", "failed_attempt", "inconclusive", "plan", "role_record"] | None = Field(
         default=None, description="only entries of this kind; default all kinds"
     )
     query: str | None = Field(default=None, description="words that must all appear in an entry; default none")
@@ -50,7 +56,11 @@ class ReadKnowledgeTool:
 
 class EvidenceInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    candidate: str | None = Field(default=None, description="the candidate (solution name) the note is about")
+    candidate: str | None = Field(
+        default=None,
+        description="the candidate the note is about: the solution name an evaluation reported; a strategy or "
+        "failed attempt naming one is measured against its parent and stored as what the measurement shows",
+    )
     status: str | None = Field(default=None, description="its evaluation status, e.g. PASSED or INCORRECT_NUMERICAL")
     numbers: dict[str, float] = Field(
         default_factory=dict, description="measured numbers, e.g. {'geomean_speedup': 0.93, 'registers': 96}"
@@ -76,14 +86,46 @@ class WriteNoteTool:
     )
     input_model = WriteNoteInput
 
-    def __init__(self, store: KnowledgeStore, author: Author) -> None:
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        author: Author,
+        evaluations: EvaluationCache | None = None,
+        parent: Solution | None = None,
+    ) -> None:
         self.store = store
         self.author = author
+        self.evaluations = evaluations
+        self.parent = parent
+        """The round's start, which a candidate named in a note is timed against; None: the incumbent the
+        evaluations time against (the run's start)."""
 
     def run(self, args: WriteNoteInput) -> ToolResult:
-        kind = Kind(args.kind)
-        known = self.store.is_known_failure(f"{args.title} {args.body}") if kind == Kind.STRATEGY else None
+        asked = Kind(args.kind)
         evidence = Evidence.model_validate(args.evidence.model_dump()) if args.evidence else None
+        standing = ""
+        if asked in (Kind.STRATEGY, Kind.FAILED_ATTEMPT) and evidence is not None and evidence.candidate:
+            measured = self._measure(evidence.candidate)
+            if isinstance(measured, str):
+                standing = f"\nnot measured ({measured}): the note is stored as written, without standing"
+            else:
+                result, over = measured
+                s = result.summary
+                evidence = evidence.model_copy(
+                    update={
+                        "status": result.status.value,
+                        "speedup": s.geomean_speedup,
+                        "ci": s.geomean_ci,
+                        "over": over,
+                    }
+                )
+                kind = measured_kind(result.status.value, s.geomean_ci)
+                standing = f"\nmeasured: {evidence.text()}"
+                if kind != asked:
+                    standing += f"; stored as {kind.value}, not {asked.value}: the measurement decides"
+                asked = kind
+        kind = asked
+        known = self.store.is_known_failure(f"{args.title} {args.body}") if kind == Kind.STRATEGY else None
         entry = self.store.add(
             kind,
             args.title,
@@ -93,7 +135,7 @@ class WriteNoteTool:
             agent=self.author.agent_id,
             round=self.author.round,
         )
-        content = f"recorded {kind.value} note {entry.id}: {entry.title}"
+        content = f"recorded {kind.value} note {entry.id}: {entry.title}{standing}"
         data: dict[str, object] = {"id": entry.id, "kind": kind.value}
         if known is not None:
             content += (
@@ -102,3 +144,19 @@ class WriteNoteTool:
             )
             data["known_failure"] = known.id
         return ToolResult(content=content, data=data)
+
+    def _measure(self, name: str) -> tuple[CandidateResult, str] | str:
+        """The candidate timed against the round's start and what that was, or why it could not be."""
+        if self.evaluations is None:
+            return "no evaluations here"
+        solution = self.evaluations.find(name)
+        if solution is None:
+            return f"no evaluated candidate is named {name!r}; name one as its evaluation reports it"
+        try:
+            if self.parent is None:
+                return self.evaluations.evaluate(solution), "the start"
+            if self.parent.content_hash() == solution.content_hash():
+                return f"{name!r} is the round's start itself"
+            return self.evaluations.versus(solution, self.parent), f"its parent {self.parent.name}"
+        except BenchInputError as exc:
+            return f"the task cannot be evaluated: {exc}"

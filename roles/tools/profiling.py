@@ -11,7 +11,7 @@ from evoteam.gpu_bench.api import BenchInputError, EvaluationStatus, KernelResou
 from evoteam.roles.tools import render
 from evoteam.roles.tools.base import Author, ToolResult
 from evoteam.roles.tools.candidate import CandidateError, workspace_solution
-from evoteam.roles.tools.evaluation import EvaluationService
+from evoteam.roles.tools.evaluation import EvaluationCache
 from evoteam.roles.workspace import Workspace
 
 
@@ -51,7 +51,7 @@ class TimingProfiler:
 
     name = "timing"
 
-    def __init__(self, evaluations: EvaluationService) -> None:
+    def __init__(self, evaluations: EvaluationCache) -> None:
         self.evaluations = evaluations
 
     def profile(self, solution: Solution) -> ProfileReport:
