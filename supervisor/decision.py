@@ -23,6 +23,9 @@ class DecisionError(ValueError):
 
 class _Action(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    cites: list[str] = Field(default_factory=list)
+    """The evidence ids it rests on (``supervisor/evidence.py``: ``signal:plateau``, ``candidate:r02-...``); a
+    model supervisor's action must cite at least one, and only ids it was shown."""
 
 
 class AddRole(_Action):
@@ -83,6 +86,9 @@ class SupervisorDecision(BaseModel):
     actions: list[Action] = Field(default_factory=list)
     rationale: str = Field(min_length=1)
     source: Literal["rules", "llm", "fixed"] = "rules"
+    rejected: list[str] = Field(default_factory=list)
+    """Why answers of the model supervisor were refused before this decision (an action citing nothing, an
+    unknown evidence id, an action that cannot be applied), oldest first."""
 
     def note(self) -> str:
         """The role note users see: the rationale, then what changed."""

@@ -104,6 +104,8 @@ class Submitted(_Event):
     rationale: str
     solution: dict[str, Any]
     """The candidate's ``Solution`` as JSON (validated where it is built or evaluated, not on every read)."""
+    parent: str | None = None
+    """The candidate its round started from (the best so far), or ``r00-start``; None in older journals."""
 
 
 class AgentFinished(_Event):

@@ -1,14 +1,16 @@
-"""The supervisor as a model call: the team, the rounds and the signals in; a validated ``SupervisorDecision`` out.
+"""The supervisor as a model call: the round's evidence in (``evidence.py``); a validated ``SupervisorDecision``
+out.
 
-The model answers with one JSON object (``actions`` and ``rationale``). An answer that is not valid JSON, fails
-validation or cannot be applied to the team gets one more call with the error; if that fails too, the offline
-rules decide, and the decision says so in its rationale. The call is checked against and charged to the run's
-one budget, under the role ``Supervisor``.
+The model answers with one JSON object (``actions`` and ``rationale``), every action citing the ids of the
+evidence items it rests on. An answer that is not valid JSON, fails validation, has an action that cites
+nothing or an id it was not shown, or cannot be applied to the team gets one more call with the error; if
+that fails too, the offline rules decide, and the decision says so in its rationale. Every refused answer's
+reason is kept in the decision (``rejected``). The call is checked against and charged to the run's one
+budget, under the role ``Supervisor``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 
@@ -18,6 +20,7 @@ from evoteam.gpu_bench.api import INSTRUCTION_CLASSES
 from evoteam.roles.budget import BudgetExhausted, TokenBudget
 from evoteam.roles.llm import LLM, LLMError, Message, Request, TextBlock
 from evoteam.supervisor.decision import Action, DecisionError, SupervisorDecision, apply
+from evoteam.supervisor.evidence import EVIDENCE_CHARS, RoundEvidence
 from evoteam.supervisor.records import RoundRecord
 from evoteam.supervisor.rules import decide
 from evoteam.supervisor.signals import Signal
@@ -27,7 +30,9 @@ ROLE = "Supervisor"
 _SYSTEM = """You supervise a team of coding agents that optimize one kernel in rounds. After each round you read
 the evidence and decide how the team changes for the next round. Answer with exactly one JSON object, no prose:
 {"actions": [...], "rationale": "one or two sentences naming the evidence"}
-Actions (each an object): {"action": "add_role", "role": R, "before": R-or-null},
+Every action cites the evidence it rests on: "cites": [ids of evidence items you were shown]; an action that
+cites nothing, or an id not shown, is refused.
+Actions (each an object, each with "cites"): {"action": "add_role", "role": R, "before": R-or-null},
 {"action": "remove_role", "role": R}, {"action": "replace_role", "role": R, "by": R},
 {"action": "set_protocol", "protocol": "sequential"|"parallel"},
 {"action": "set_constraint", "require": [pattern...], "forbid": [pattern...]},
@@ -51,17 +56,16 @@ def llm_decide(
     rounds: Sequence[RoundRecord],
     found: Sequence[Signal],
     known_roles: set[str],
+    evidence: RoundEvidence,
     max_tokens: int = 1024,
+    evidence_chars: int = EVIDENCE_CHARS,
 ) -> SupervisorDecision:
-    last = rounds[-1].round if rounds else 0
-    evidence = {
-        "team": team.model_dump(mode="json"),
-        # per-workload outcomes stay out: the counts and geomeans are the evidence, and 50 workloads a candidate
-        # would cost the supervisor more tokens than the rest of its prompt
-        "rounds": [r.model_dump(mode="json", exclude={"candidates": {"__all__": {"workloads"}}}) for r in rounds[-4:]],
-        "signals": [s.model_dump(mode="json") for s in found],
-    }
-    messages = [Message(role="user", content=[TextBlock(text=json.dumps(evidence, indent=1))])]
+    """``rounds`` and ``found`` are what the rules fall back on; the model sees ``evidence``, rendered within
+    ``evidence_chars`` characters."""
+    last = rounds[-1].round if rounds else evidence.round
+    shown = evidence.ids()
+    messages = [Message(role="user", content=[TextBlock(text=evidence.render(evidence_chars))])]
+    rejected: list[str] = []
     classes = ", ".join(c.name for c in INSTRUCTION_CLASSES)
     system = [_SYSTEM.replace("{roles}", ", ".join(sorted(known_roles))).replace("{classes}", classes)]
     error = ""
@@ -81,13 +85,20 @@ def llm_decide(
         text = "".join(b.text for b in reply.content if isinstance(b, TextBlock))
         try:
             answer = _Answer.model_validate_json(_json_object(text))
+            _check_citations(answer.actions, shown)
             decision = SupervisorDecision(
-                round=last, signals=list(found), actions=answer.actions, rationale=answer.rationale, source="llm"
+                round=last,
+                signals=list(found),
+                actions=answer.actions,
+                rationale=answer.rationale,
+                source="llm",
+                rejected=rejected,
             )
             apply(team, decision, known_roles)
             return decision
         except (ValidationError, DecisionError, ValueError) as exc:
             problem = str(exc).splitlines()[0]
+            rejected.append(problem)
             error = f"the model's answer failed: {problem}"
             messages = [
                 *messages,
@@ -95,7 +106,17 @@ def llm_decide(
                 Message(role="user", content=[TextBlock(text=f"That answer is invalid: {problem}. Answer again.")]),
             ]
     fallback = decide("evolving", team, rounds, found)
-    return fallback.model_copy(update={"rationale": f"{fallback.rationale} (rules: {error})"})
+    return fallback.model_copy(update={"rationale": f"{fallback.rationale} (rules: {error})", "rejected": rejected})
+
+
+def _check_citations(actions: Sequence[Action], shown: set[str]) -> None:
+    """A ``DecisionError`` naming the first action that cites nothing or an id that was not shown."""
+    for number, action in enumerate(actions, 1):
+        if not action.cites:
+            raise DecisionError(f"action {number} ({action.action}) cites no evidence: give the ids it rests on")
+        unknown = [c for c in action.cites if c not in shown]
+        if unknown:
+            raise DecisionError(f"action {number} ({action.action}) cites ids that were not shown: {unknown}")
 
 
 def _json_object(text: str) -> str:

@@ -65,6 +65,10 @@ class CandidateRecord(BaseModel):
     tensor-core class when this one's generation is lower, an asynchronous-copy class (``TMA``)."""
     downgrades: list[str] = Field(default_factory=list)
     """The same as people read them: ``wgmma → mma.sync``, ``TMA lost``."""
+    registers: int | None = None
+    """The most registers per thread any of its kernels uses (ptxas; CUDA only)."""
+    spill_bytes: int = 0
+    """Bytes its kernels spill, stores and loads together (ptxas; CUDA only)."""
     known_failure: str | None = None
     """The id of the knowledge-store failed attempt this candidate repeats, if it does."""
     vetoed: bool = False

@@ -14,7 +14,7 @@ from evoteam.supervisor.events import BestMoved, Committed, Evaluated, Retimed, 
 from evoteam.supervisor.records import CandidateRecord, WorkloadOutcome
 from evoteam.supervisor.reporting import evaluated_line
 from evoteam.supervisor.services import RunContext
-from evoteam.supervisor.state import Candidate, RunState
+from evoteam.supervisor.state import START_ID, Candidate, RunState
 
 
 def evaluate_and_commit(run: RunContext, number: int, cache: EvaluationCache) -> None:
@@ -39,9 +39,6 @@ def evaluate_and_commit(run: RunContext, number: int, cache: EvaluationCache) ->
             run.log.record(Committed(id=candidate.id, sha=sha))
     _retime_contenders(run, state, number, cache)
     _move_best(run, state)
-
-
-START_ID = "r00-start"
 
 
 def ensure_start(run: RunContext) -> Solution | None:
@@ -219,6 +216,8 @@ def result_record(cid: str, round_number: int, role: str, rationale: str, result
         total=result.summary.total,
         violations=list(result.violations),
         instruction_classes=list(result.build.instruction_classes),
+        registers=max((k.registers for k in result.resources), default=None),
+        spill_bytes=sum(k.spill_stores + k.spill_loads for k in result.resources),
         workloads=[
             WorkloadOutcome(
                 uuid=w.uuid,

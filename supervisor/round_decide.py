@@ -1,7 +1,8 @@
 """Ends a round: its record, the supervisor's decision about the team, and the next round's team.
 
 The decision is made once (a resumed round that has one reuses it): offline by the rules, with a model backend
-by one model call charged to the run's budget (``llm_decide``, which falls back to the rules). It is journaled
+by one model call charged to the run's budget on the round's evidence (``evidence.round_evidence``;
+``llm_decide``, which falls back to the rules). It is journaled
 (``decision``) and written to the knowledge store as a role record; then the next team (``team``) and the
 round's record (``round_finished``, its tokens including the supervisor's own call) are journaled.
 """
@@ -13,6 +14,7 @@ from evoteam.roles.knowledge import Evidence, Kind
 from evoteam.supervisor.config import RunConfig
 from evoteam.supervisor.decision import SupervisorDecision, apply
 from evoteam.supervisor.events import DecisionMade, RoundFinished, TeamChanged
+from evoteam.supervisor.evidence import round_evidence
 from evoteam.supervisor.llm_decide import llm_decide
 from evoteam.supervisor.records import RoundRecord
 from evoteam.supervisor.rules import decide
@@ -38,7 +40,7 @@ def finish_round(run: RunContext, number: int, config: RunConfig, budget: TokenB
     known = set(run.services.roles)
     decision = state.decision_after(number)
     if decision is None:  # not made before a kill: make it now (once, a resume reuses it)
-        decision = _decide(run, config, budget, team, [*state.rounds_finished, record], known)
+        decision = _decide(run, config, budget, team, number, record, known)
         run.log.record(DecisionMade(decision=decision))
         run.knowledge.add(
             Kind.ROLE_RECORD,
@@ -54,10 +56,28 @@ def finish_round(run: RunContext, number: int, config: RunConfig, budget: TokenB
 
 
 def _decide(
-    run: RunContext, config: RunConfig, budget: TokenBudget, team: Team, rounds: list[RoundRecord], known: set[str]
+    run: RunContext,
+    config: RunConfig,
+    budget: TokenBudget,
+    team: Team,
+    number: int,
+    record: RoundRecord,
+    known: set[str],
 ) -> SupervisorDecision:
+    state = run.log.state
+    rounds = [*state.rounds_finished, record]
     found = signals(rounds)
     if config.mode == "evolving" and run.services.supervisor_llm is not None:
         llm, model = run.services.supervisor_llm
-        return llm_decide(llm, model, budget, team, rounds, found, known)
+        evidence = round_evidence(
+            state,
+            number,
+            record,
+            found,
+            run.log.journal.events(),
+            run.knowledge.entries(),
+            run.services.roles,
+            budget.remaining,
+        )
+        return llm_decide(llm, model, budget, team, rounds, found, known, evidence)
     return decide(config.mode, team, rounds, found)

@@ -36,7 +36,7 @@ from evoteam.roles.workspace import Workspace
 from evoteam.supervisor.events import AgentFinished, AgentStep, Submitted
 from evoteam.supervisor.reporting import step_line, submitted_line
 from evoteam.supervisor.services import RunContext
-from evoteam.supervisor.state import Candidate, RunState
+from evoteam.supervisor.state import START_ID, Candidate, RunState
 from evoteam.supervisor.team import Team
 
 
@@ -76,7 +76,8 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         author = Author(role=role.name, agent_id=agent_id, round=number)
         made: list[Submission] = []
         toolbox = build_toolbox(run.task, workspace, tools, author, made).only(role.tools)
-        toolbox = toolbox.wrapped("submit_candidate", lambda tool: JournaledSubmit(tool, made, run, number))
+        parent_id = state.best or START_ID
+        toolbox = toolbox.wrapped("submit_candidate", lambda tool: JournaledSubmit(tool, made, run, number, parent_id))
         assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=given)
         context = AgentContext(
             assignment=assignment, workspace=workspace, toolbox=toolbox, budget=budget, submissions=made, task=prompt
@@ -145,8 +146,8 @@ class JournaledSubmit:
     """An agent's submit tool for one round: what the tool submits is journaled (``submitted``; a candidate
     known already, as a re-run after a resume makes it, once) before the agent reads the result."""
 
-    def __init__(self, tool: Tool, made: list[Submission], run: RunContext, number: int) -> None:
-        self.tool, self.made, self.run_context, self.number = tool, made, run, number
+    def __init__(self, tool: Tool, made: list[Submission], run: RunContext, number: int, parent: str) -> None:
+        self.tool, self.made, self.run_context, self.number, self.parent = tool, made, run, number, parent
         self.name, self.description = tool.name, tool.description
         self.input_model: type[BaseModel] = tool.input_model
 
@@ -161,6 +162,7 @@ class JournaledSubmit:
                 agent=submission.agent_id,
                 rationale=submission.rationale,
                 solution=submission.solution.model_dump(mode="json"),
+                parent=self.parent,
             )
             if self.run_context.log.record_submission(event):
                 self.run_context.reporter.activity(submitted_line(event))

@@ -4,7 +4,8 @@ compile or correctness failure loop → add a Debugger (first in the pipeline); 
 Profiling Scientist first; design downgrade → add a Disciplinarian (last, to review) and require the dropped
 constructs; repeated known failure → add a Knowledge Integrator first; plateau → add an Explorer and run in
 parallel; regression → add a Reviewer; budget burn without candidates → move half of the busiest non-Optimizer
-role's share to the Optimizer, or remove it when the team is large. ``fixed`` and ``single`` teams never change.
+role's share to the Optimizer, or remove it when the team is large. Each action cites the signal it answers
+(``signal:<name>``). ``fixed`` and ``single`` teams never change.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from evoteam.supervisor.decision import (
     SupervisorDecision,
 )
 from evoteam.supervisor.records import RoundRecord
-from evoteam.supervisor.signals import Signal
+from evoteam.supervisor.signals import Signal, signal_id
 from evoteam.supervisor.team import Team, TeamMode
 
 
@@ -43,6 +44,7 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
             reasons.append(reason)
 
     for signal in found:
+        answered = len(actions)
         match signal.name:
             case "compile_failure_loop" | "correctness_failure_loop":
                 add("Debugger", first, f"{signal.summary} → a Debugger goes first")
@@ -69,6 +71,8 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
                     busiest = max(others, key=lambda r: team.budget_shares.get(r, 1.0))
                     actions.append(MoveBudget.model_validate({"from": busiest, "to": "Optimizer", "fraction": 0.5}))
                     reasons.append(f"{signal.summary} → half of {busiest}'s share goes to the Optimizer")
+        for action in actions[answered:]:
+            action.cites = [signal_id(signal)]
     rationale = (
         "; ".join(reasons)
         if reasons

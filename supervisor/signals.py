@@ -52,6 +52,11 @@ class Signal(BaseModel):
     numbers: dict[str, float] = Field(default_factory=dict)
 
 
+def signal_id(signal: Signal) -> str:
+    """The evidence id a decision cites the signal by."""
+    return f"signal:{signal.name}"
+
+
 def _best_so_far(rounds: Sequence[RoundRecord]) -> list[float]:
     """The running best geomean after each round (1.0 before any candidate passed: the baseline)."""
     best, out = 1.0, []

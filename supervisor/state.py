@@ -45,6 +45,9 @@ from evoteam.supervisor.journal import JournalError
 from evoteam.supervisor.records import CandidateRecord, RoundRecord
 from evoteam.supervisor.team import Team, initial_team
 
+START_ID = "r00-start"
+"""The start kernel's id: the run's incumbent, and the parent of the first round's candidates."""
+
 
 class Candidate(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -56,6 +59,8 @@ class Candidate(BaseModel):
     solution: dict[str, Any]
     record: CandidateRecord | None = None
     sha: str | None = None
+    parent: str | None = None
+    """The candidate its round started from, or ``r00-start`` (None: a journal from before it was kept)."""
 
 
 class RunState(BaseModel):
@@ -177,6 +182,7 @@ def apply(state: RunState, event: Event) -> None:
                     agent=event.agent,
                     rationale=event.rationale,
                     solution=event.solution,
+                    parent=event.parent,
                 )
         case AgentFinished(round=number, agent=agent):
             state.finished_agents.add((number, agent))

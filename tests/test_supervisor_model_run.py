@@ -67,7 +67,7 @@ class ScriptedTeam:
         self.verbose = verbose
         self.surprises: list[str] = []
         self.evidence: list[dict[str, Any]] = []
-        """What each supervisor call was shown (team, rounds, signals)."""
+        """What each supervisor call was shown (the round's evidence: its team and items)."""
         self._lock = threading.Lock()
 
     def __call__(self, body: dict[str, Any]) -> FakeReply:
@@ -94,11 +94,11 @@ class ScriptedTeam:
     def supervise(self, evidence: dict[str, Any]) -> FakeReply:
         with self._lock:
             self.evidence.append(evidence)
-        last = evidence["rounds"][-1]
-        if last["round"] == 1:
-            failed = [c["id"] for c in last["candidates"] if c["status"] != "PASSED"]
+        candidates = [i for i in evidence["items"] if i["kind"] == "candidate"]
+        if evidence["round"] == 1:
+            failed = [c["id"] for c in candidates if c["facts"]["status"] != "PASSED"]
             answer: dict[str, Any] = {
-                "actions": [{"action": "add_role", "role": "Disciplinarian", "before": None}],
+                "actions": [{"action": "add_role", "role": "Disciplinarian", "before": None, "cites": failed}],
                 "rationale": f"{len(failed)} candidate(s) were submitted without an evaluation ({', '.join(failed)}): "
                 "a Disciplinarian checks each change before it counts.",
             }
@@ -347,15 +347,24 @@ def test_the_supervisor_decides_with_the_model_and_round_two_plays_its_team(full
     run, shown = full_run, full_run.shown
     decisions = shown["decisions"]
     assert [(d["source"], d["round"]) for d in decisions] == [("llm", 1), ("llm", 2)]
-    assert decisions[0]["actions"] == [{"action": "add_role", "role": "Disciplinarian", "before": None}]
-    assert decisions[1]["actions"] == []
     unevaluated = shown["candidates"][1]
+    cited = [f"candidate:{unevaluated['id']}"]  # the model cites the evidence its action rests on
+    assert decisions[0]["actions"] == [{"action": "add_role", "role": "Disciplinarian", "before": None, "cites": cited}]
+    assert decisions[1]["actions"] == [] and decisions[0]["rejected"] == []
     assert unevaluated["record"]["status"] == "COMPILE_ERROR" and unevaluated["id"] in decisions[0]["rationale"]
-    # what the supervisor was shown: round 1 as it was recorded, with the team that played it
+    # what the supervisor was shown: round 1's evidence, with the team that played it
     seen = run.team.evidence[0]
-    assert seen["team"]["roles"] == shown["rounds"][0]["roles"]
-    assert [c["id"] for c in seen["rounds"][-1]["candidates"]] == [c["id"] for c in shown["candidates"][:3]]
-    assert [c["status"] for c in seen["rounds"][-1]["candidates"]] == ["PASSED", "COMPILE_ERROR", "PASSED"]
+    assert seen["team"]["roles"] == shown["rounds"][0]["roles"] and seen["round"] == 1
+    candidates = [i for i in seen["items"] if i["kind"] == "candidate"]
+    assert [c["id"] for c in candidates] == [f"candidate:{c['id']}" for c in shown["candidates"][:3]]
+    assert [c["facts"]["status"] for c in candidates] == ["PASSED", "COMPILE_ERROR", "PASSED"]
+    assert all(c["facts"]["parent"] == "r00-start" and "diff" in c["facts"] for c in candidates)
+    kinds = {i["kind"] for i in seen["items"]}
+    assert {"budget", "best", "candidate", "agent", "role"} <= kinds
+    [budget] = [i for i in seen["items"] if i["id"] == "budget"]
+    assert budget["facts"]["rounds_left"] == 1 and budget["facts"]["tokens_left"] > 0
+    agents = [i for i in seen["items"] if i["kind"] == "agent"]
+    assert any(a["facts"]["tools"].get("evaluate", 0) > 0 and a["facts"]["tokens"] > 0 for a in agents)
     round_two = [*shown["rounds"][0]["roles"], "Disciplinarian"]
     assert shown["rounds"][1]["roles"] == round_two == run.team.evidence[1]["team"]["roles"]
     played = [(e["round"], e["role"]) for e in run.of_kind("agent_finished")]

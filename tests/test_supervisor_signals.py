@@ -125,7 +125,7 @@ def test_rules_answer_each_signal_with_the_role_the_design_names() -> None:
     team = Team(roles=["Optimizer"])
     compile_loop = [rnd(1, cand("a", 1, S.COMPILE_ERROR)), rnd(2, cand("b", 2, S.COMPILE_ERROR))]
     decision = decide("evolving", team, compile_loop, signals(compile_loop))
-    assert AddRole(role="Debugger", before="Optimizer") in decision.actions
+    assert AddRole(role="Debugger", before="Optimizer", cites=["signal:compile_failure_loop"]) in decision.actions
     assert apply(team, decision, KNOWN).roles == ["Debugger", "Optimizer"]
 
     fallback = {"dropped_constructs": ["wgmma"], "downgrades": ["wgmma → wmma"]}
