@@ -1,9 +1,10 @@
 """``SupervisorDecision``: what the supervisor changes about the team after a round, why, and on what evidence.
 
 A decision is a list of actions (add, remove or replace a role, change the protocol, set or lift a constraint,
-move budget between roles), the signals it answers with their evidence, and a rationale. ``apply`` turns the
-current team into the next one and refuses actions that make no sense (removing the last role, a role that is
-not there, a constraint no PTX or SASS could tell apart). Decisions are shown to users as role notes.
+move budget between roles, brief a role, start a role from a chosen candidate), the signals it answers with
+their evidence, and a rationale. ``apply`` turns the current team into the next one and refuses actions that
+make no sense (removing the last role, a role that is not there, a constraint no PTX or SASS could tell apart,
+a start from a candidate that does not exist). Decisions are shown to users as role notes.
 """
 
 from __future__ import annotations
@@ -62,6 +63,20 @@ class LiftConstraint(_Action):
     pattern: str
 
 
+class SetBrief(_Action):
+    action: Literal["set_brief"] = "set_brief"
+    role: str
+    brief: str = Field(max_length=2000)
+    """A brief or sub-task for the role from the next round on; empty: none."""
+
+
+class StartFrom(_Action):
+    action: Literal["start_from"] = "start_from"
+    role: str
+    candidate: str
+    """The candidate (committed, failing ones included) the role starts the next round from."""
+
+
 class MoveBudget(_Action):
     action: Literal["move_budget"] = "move_budget"
     source: str = Field(alias="from")
@@ -73,7 +88,15 @@ class MoveBudget(_Action):
 
 
 Action = Annotated[
-    AddRole | RemoveRole | ReplaceRole | SetProtocol | SetConstraint | LiftConstraint | MoveBudget,
+    AddRole
+    | RemoveRole
+    | ReplaceRole
+    | SetProtocol
+    | SetConstraint
+    | LiftConstraint
+    | MoveBudget
+    | SetBrief
+    | StartFrom,
     Field(discriminator="action"),
 ]
 
@@ -112,15 +135,22 @@ def describe(action: Action) -> str:
             return f"lift constraint {pattern}"
         case MoveBudget(source=source, to=to, fraction=fraction):
             return f"move {fraction:.0%} of {source}'s budget to {to}"
+        case SetBrief(role=role, brief=brief):
+            return f"brief {role}: {brief}" if brief else f"clear {role}'s brief"
+        case StartFrom(role=role, candidate=candidate):
+            return f"{role} starts from {candidate}"
     raise AssertionError(action)
 
 
-def apply(team: Team, decision: SupervisorDecision, known_roles: set[str]) -> Team:
-    """The team after ``decision``; ``known_roles`` are the role names that can be added (built-in and user)."""
+def apply(team: Team, decision: SupervisorDecision, known_roles: set[str], candidates: set[str] | None = None) -> Team:
+    """The team after ``decision``; ``known_roles`` are the role names that can be added (built-in and user),
+    ``candidates`` the committed candidates a role may start from (None: not checked). Starting points last
+    one round; briefs stay until changed."""
     roles = list(team.roles)
     protocol = team.protocol
     require, forbid = list(team.constraints.require), list(team.constraints.forbid)
     shares = dict(team.budget_shares)
+    briefs, starts = dict(team.briefs), dict[str, str]()
     for action in decision.actions:
         match action:
             case AddRole(role=role, before=before):
@@ -136,12 +166,16 @@ def apply(team: Team, decision: SupervisorDecision, known_roles: set[str]) -> Te
                     raise DecisionError(f"cannot remove {role}: it is the last role")
                 roles.remove(role)
                 shares.pop(role, None)
+                briefs.pop(role, None)
+                starts.pop(role, None)
             case ReplaceRole(role=role, by=by):
                 _known(by, known_roles)
                 if role not in roles:
                     raise DecisionError(f"cannot replace {role}: not in the team {roles}")
                 roles[roles.index(role)] = by
                 shares.pop(role, None)
+                briefs.pop(role, None)
+                starts.pop(role, None)
             case SetProtocol(protocol=new):
                 protocol = new
             case SetConstraint(require=req, forbid=forb):
@@ -164,8 +198,23 @@ def apply(team: Team, decision: SupervisorDecision, known_roles: set[str]) -> Te
                 shares[to] = shares.get(to, 1.0) + moved
                 if shares[source] <= 0:
                     shares.pop(source)
+            case SetBrief(role=role, brief=brief):
+                if role not in roles:
+                    raise DecisionError(f"cannot brief {role}: not in the team {roles}")
+                if brief.strip():
+                    briefs[role] = brief.strip()
+                else:
+                    briefs.pop(role, None)
+            case StartFrom(role=role, candidate=candidate):
+                if role not in roles:
+                    raise DecisionError(f"cannot start {role} from {candidate}: {role} is not in the team {roles}")
+                if candidates is not None and candidate not in candidates:
+                    raise DecisionError(f"cannot start {role} from {candidate!r}: no committed candidate has that id")
+                starts[role] = candidate
     constraints = team.constraints.model_copy(update={"require": require, "forbid": forbid})
-    return Team(roles=roles, protocol=protocol, constraints=constraints, budget_shares=shares)
+    return Team(
+        roles=roles, protocol=protocol, constraints=constraints, budget_shares=shares, briefs=briefs, starts=starts
+    )
 
 
 def _known(role: str, known_roles: set[str]) -> None:

@@ -2,8 +2,9 @@
 
 This is the only definition of what a journal line may say; the supervisor writes these models, and every
 reader (the supervisor's fold, ``evoteam show`` and ``report``, the language server's incremental fold) reads
-them back through ``parse_event``. Events are facts: frozen once made. A change to a kind's fields is a new
-journal format version (``journal.FORMAT_VERSION``).
+them back through ``parse_event``. Events are facts: frozen once made. A change under which journals already
+written would not parse (a field removed, renamed or made required) is a new journal format version
+(``journal.FORMAT_VERSION``); a new field with a default is not (older journals read as before).
 
 Kinds, in the order a round writes them: ``run_started`` (the config), ``base`` (its commit), ``start`` (the
 start kernel as the incumbent, and its record against the task's baseline), ``round_started``

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -23,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from evoteam.gpu_bench.api import Solution
 from evoteam.roles.knowledge import Entry
 from evoteam.roles.spec import RoleSpec
-from evoteam.supervisor.events import AgentStep, Event, RoundStarted, TokensSpent
 from evoteam.supervisor.records import CandidateRecord, RoundRecord
 from evoteam.supervisor.signals import Signal, signal_id
 from evoteam.supervisor.state import START_ID, RunState
@@ -85,13 +83,11 @@ def round_evidence(
     number: int,
     record: RoundRecord,
     found: Iterable[Signal],
-    events: Iterable[Event],
     notes: Iterable[Entry],
     roles: Mapping[str, RoleSpec],
     budget_left: int,
 ) -> RoundEvidence:
-    """The evidence after round ``number`` (``record``); ``events`` are the run's journal, ``notes`` the
-    knowledge store's entries."""
+    """The evidence after round ``number`` (``record``); ``notes`` are the knowledge store's entries."""
     assert state.config is not None
     team = state.round_teams[number]
     items = [
@@ -118,7 +114,7 @@ def round_evidence(
         facts["parent"] = candidate.parent
         facts["diff"], facts["lines_added"], facts["lines_removed"] = _diff(state, candidate.parent, candidate.solution)
         items.append(EvidenceItem(id=f"candidate:{candidate.id}", kind="candidate", facts=facts))
-    items += _agents(state, number, events)
+    items += _agents(state, number)
     items += [EvidenceItem(id=signal_id(s), kind="signal", facts=s.model_dump(mode="json")) for s in found]
     items += [
         EvidenceItem(
@@ -208,18 +204,27 @@ def _diff(state: RunState, parent: str | None, solution: Mapping[str, Any]) -> t
     return changed[:DIFF_LINES], added, len(changed) - added
 
 
-def _agents(state: RunState, number: int, events: Iterable[Event]) -> list[EvidenceItem]:
-    tools: dict[str, Counter[str]] = {}
-    tokens: Counter[str] = Counter()
-    current = 0  # tokens count in the round last started
-    for event in events:
-        match event:
-            case RoundStarted(round=started):
-                current = started
-            case AgentStep(round=r, agent_id=agent, tool=tool) if r == number and tool is not None:
-                tools.setdefault(agent, Counter())[tool] += 1
-            case TokensSpent(agent=agent, usage=usage) if current == number:
-                tokens[agent] += usage.total
+PRODUCTIVE_TOOLS = frozenset({"compile", "evaluate", "profile", "write_note", "submit_candidate"})
+"""Tools whose use leaves evidence behind: a role whose agents used none of them (and reviewed nothing) idled."""
+
+
+def idle_roles(state: RunState, number: int) -> list[str]:
+    """The roles of round ``number`` whose every agent submitted nothing, reviewed nothing and used none of
+    the ``PRODUCTIVE_TOOLS`` (roles that sat out included), in team order."""
+    idle = []
+    for role in state.round_teams[number].roles:
+        agents = [a for a in state.round_agents.get(number, []) if a.role == role]
+        if agents and all(
+            a.submissions == 0
+            and a.reviewed is None
+            and not set(state.agent_tools.get((number, a.agent), {})) & PRODUCTIVE_TOOLS
+            for a in agents
+        ):
+            idle.append(role)
+    return idle
+
+
+def _agents(state: RunState, number: int) -> list[EvidenceItem]:
     items = []
     for finished in state.round_agents.get(number, []):
         facts: dict[str, Any] = {
@@ -227,15 +232,10 @@ def _agents(state: RunState, number: int, events: Iterable[Event]) -> list[Evide
             "stop": finished.stop,
             "submissions": finished.submissions,
             "summary": finished.summary[:300],
-            "tools": dict(tools.get(finished.agent, {})),
-            "tokens": tokens.get(finished.agent, 0),
+            "tools": dict(state.agent_tools.get((number, finished.agent), {})),
+            "tokens": state.agent_tokens.get((number, finished.agent), 0),
         }
-        facts.update(
-            {
-                k: v
-                for k, v in (("error", finished.error), ("veto", finished.veto), ("reviewed", finished.reviewed))
-                if v
-            }
-        )
+        optional = (("error", finished.error), ("veto", finished.veto), ("reviewed", finished.reviewed))
+        facts.update({k: v for k, v in optional if v})
         items.append(EvidenceItem(id=f"agent:{number}/{finished.agent}", kind="agent", facts=facts))
     return items

@@ -36,7 +36,9 @@ Actions (each an object, each with "cites"): {"action": "add_role", "role": R, "
 {"action": "remove_role", "role": R}, {"action": "replace_role", "role": R, "by": R},
 {"action": "set_protocol", "protocol": "sequential"|"parallel"},
 {"action": "set_constraint", "require": [pattern...], "forbid": [pattern...]},
-{"action": "lift_constraint", "pattern": P}, {"action": "move_budget", "from": R, "to": R, "fraction": 0..1}.
+{"action": "lift_constraint", "pattern": P}, {"action": "move_budget", "from": R, "to": R, "fraction": 0..1},
+{"action": "set_brief", "role": R, "brief": "a sub-task, e.g. the workloads with batch_size <= 16"},
+{"action": "start_from", "role": R, "candidate": "a candidate id (failing ones too), for the next round"}.
 A constraint pattern is an instruction class ({classes}) or a PTX/SASS instruction (wgmma.mma_async, HGMMA):
 checked on the compiled code, never a source-level name (cuda::pipeline compiles to cp.async).
 An empty action list keeps the team. Roles you may use: {roles}."""
@@ -59,9 +61,10 @@ def llm_decide(
     evidence: RoundEvidence,
     max_tokens: int = 1024,
     evidence_chars: int = EVIDENCE_CHARS,
+    candidates: set[str] | None = None,
 ) -> SupervisorDecision:
     """``rounds`` and ``found`` are what the rules fall back on; the model sees ``evidence``, rendered within
-    ``evidence_chars`` characters."""
+    ``evidence_chars`` characters; ``candidates`` are the ids a role may start from."""
     last = rounds[-1].round if rounds else evidence.round
     shown = evidence.ids()
     messages = [Message(role="user", content=[TextBlock(text=evidence.render(evidence_chars))])]
@@ -94,7 +97,7 @@ def llm_decide(
                 source="llm",
                 rejected=rejected,
             )
-            apply(team, decision, known_roles)
+            apply(team, decision, known_roles, candidates)
             return decision
         except (ValidationError, DecisionError, ValueError) as exc:
             problem = str(exc).splitlines()[0]

@@ -98,6 +98,9 @@ class RoundRecord(BaseModel):
     """A profile (the ``profile`` tool, or a hardware note) was made in this round."""
     knowledge_read: bool = False
     """Some role of the round read the knowledge store."""
+    idle_roles: list[str] = Field(default_factory=list)
+    """Roles of the round that produced nothing: no candidate, no review, and no compile, evaluation, profile
+    or note (a role that sat out included)."""
 
     def best(self) -> float | None:
         passed = [c.geomean_speedup for c in self.candidates if c.geomean_speedup is not None and not c.vetoed]

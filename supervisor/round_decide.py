@@ -14,12 +14,13 @@ from evoteam.roles.knowledge import Evidence, Kind
 from evoteam.supervisor.config import RunConfig
 from evoteam.supervisor.decision import SupervisorDecision, apply
 from evoteam.supervisor.events import DecisionMade, RoundFinished, TeamChanged
-from evoteam.supervisor.evidence import round_evidence
+from evoteam.supervisor.evidence import idle_roles, round_evidence
 from evoteam.supervisor.llm_decide import llm_decide
 from evoteam.supervisor.records import RoundRecord
 from evoteam.supervisor.rules import decide
 from evoteam.supervisor.services import RunContext
 from evoteam.supervisor.signals import signals
+from evoteam.supervisor.state import RunState
 from evoteam.supervisor.team import Team
 
 
@@ -36,6 +37,7 @@ def finish_round(run: RunContext, number: int, config: RunConfig, budget: TokenB
         tokens=state.round_tokens.get(number, 0),
         profiled=number in state.profiled_rounds,
         knowledge_read=number in state.knowledge_rounds,
+        idle_roles=idle_roles(state, number),
     )
     known = set(run.services.roles)
     decision = state.decision_after(number)
@@ -50,7 +52,7 @@ def finish_round(run: RunContext, number: int, config: RunConfig, budget: TokenB
             role="Supervisor",
             round=number,
         )
-    run.log.record(TeamChanged(team=apply(team, decision, known)))
+    run.log.record(TeamChanged(team=apply(team, decision, known, committed(state))))
     spent = state.round_tokens.get(number, 0)  # the supervisor's own call counts in its round
     run.log.record(RoundFinished(record=record.model_copy(update={"tokens": spent})))
 
@@ -74,10 +76,14 @@ def _decide(
             number,
             record,
             found,
-            run.log.journal.events(),
             run.knowledge.entries(),
             run.services.roles,
             budget.remaining,
         )
-        return llm_decide(llm, model, budget, team, rounds, found, known, evidence)
+        return llm_decide(llm, model, budget, team, rounds, found, known, evidence, candidates=committed(state))
     return decide(config.mode, team, rounds, found)
+
+
+def committed(state: RunState) -> set[str]:
+    """The candidates a role may start from: every committed one, failing ones included."""
+    return {cid for cid, c in state.candidates.items() if c.sha is not None}

@@ -58,10 +58,12 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         definition=definition, evaluations=cache, knowledge=run.knowledge, constraints=constraints, parent=parent
     )
     brief = round_brief(state, team)
+    starts = {role: state.candidates[c].sha for role, c in team.starts.items() if state.candidates[c].sha is not None}
     members = [(i, run.services.roles[name]) for i, name in enumerate(team.roles) if name in run.services.roles]
     makers = [(i, role) for i, role in members if not role.can_veto]
     reviewers = [(i, role) for i, role in members if role.can_veto]
     shared = seed_workspace(run, folder / "team", start) if team.protocol == "sequential" else None
+    # a role that starts from another candidate works on its own copy of it, whatever the protocol
 
     def play(index: int, role: RoleSpec, review: Candidate | None = None) -> None:
         agent_id = f"{_slug(role.name)}-{index}" + (f"-on-{review.id}" if review else "")
@@ -71,12 +73,18 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
             workspace = seed_candidate(run, folder / agent_id, start, review)
             given = f"{brief}\n\n{review_brief(run, start, review, parent_solution(state))}".strip()
         else:
-            workspace = shared if shared is not None else seed_workspace(run, folder / agent_id, start)
-            given = brief
+            own = starts.get(role.name)
+            if own is not None:
+                workspace = seed_workspace(run, folder / agent_id, own)
+            else:
+                workspace = shared if shared is not None else seed_workspace(run, folder / agent_id, start)
+            given = "\n".join(part for part in (brief, role_brief(team, role.name)) if part)
         author = Author(role=role.name, agent_id=agent_id, round=number)
         made: list[Submission] = []
         toolbox = build_toolbox(run.task, workspace, tools, author, made).only(role.tools)
-        parent_id = state.best or START_ID
+        parent_id = (
+            (team.starts[role.name] if role.name in starts and review is None else None) or state.best or START_ID
+        )
         toolbox = toolbox.wrapped("submit_candidate", lambda tool: JournaledSubmit(tool, made, run, number, parent_id))
         assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=given)
         context = AgentContext(
@@ -167,6 +175,19 @@ class JournaledSubmit:
             if self.run_context.log.record_submission(event):
                 self.run_context.reporter.activity(submitted_line(event))
         return result
+
+
+def role_brief(team: Team, role: str) -> str:
+    """What the supervisor asked of this role: its brief, and the candidate it starts from."""
+    lines = []
+    if role in team.briefs:
+        lines.append(f"Your brief from the supervisor: {team.briefs[role]}")
+    if role in team.starts:
+        lines.append(
+            f"The supervisor started you from candidate {team.starts[role]} (your workspace holds it), not from "
+            "the best: see its evaluation before you change it."
+        )
+    return "\n".join(lines)
 
 
 def round_brief(state: RunState, team: Team) -> str:

@@ -1,10 +1,12 @@
 """The offline supervisor: each signal maps to the reorganization that answers it, with the signal as evidence.
 
-compile or correctness failure loop → add a Debugger (first in the pipeline); missing profile evidence → add a
+compile or correctness failure loop → add a Debugger (first in the pipeline), started from the latest failing
+candidate with a brief to repair it; missing profile evidence → add a
 Profiling Scientist first; design downgrade → add a Disciplinarian (last, to review) and require the dropped
 constructs; repeated known failure → add a Knowledge Integrator first; plateau → add an Explorer and run in
 parallel; regression → add a Reviewer; budget burn without candidates → move half of the busiest non-Optimizer
-role's share to the Optimizer, or remove it when the team is large. Each action cites the signal it answers
+role's share to the Optimizer; a role idle for rounds (``idle_role``) → remove it (never the Optimizer or the
+last role); a parallel round's new best → back to sequential. Each action cites the signal it answers
 (``signal:<name>``). ``fixed`` and ``single`` teams never change.
 """
 
@@ -16,11 +18,14 @@ from evoteam.supervisor.decision import (
     Action,
     AddRole,
     MoveBudget,
+    RemoveRole,
+    SetBrief,
     SetConstraint,
     SetProtocol,
+    StartFrom,
     SupervisorDecision,
 )
-from evoteam.supervisor.records import RoundRecord
+from evoteam.supervisor.records import CandidateRecord, RoundRecord
 from evoteam.supervisor.signals import Signal, signal_id
 from evoteam.supervisor.team import Team, TeamMode
 
@@ -48,6 +53,12 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
         match signal.name:
             case "compile_failure_loop" | "correctness_failure_loop":
                 add("Debugger", first, f"{signal.summary} → a Debugger goes first")
+                failing = _latest_failure(rounds, signal.candidates)
+                if failing is not None and "Debugger" in roles:
+                    actions.append(StartFrom(role="Debugger", candidate=failing.id))
+                    brief = f"repair {failing.id} ({failing.status.value}): {_first_reason(failing)}"
+                    actions.append(SetBrief(role="Debugger", brief=brief[:300]))
+                    reasons.append(f"the Debugger starts from {failing.id}")
             case "missing_profile_evidence":
                 add("Profiling Scientist", first, f"{signal.summary} → a Profiling Scientist measures first")
             case "design_downgrade":
@@ -65,6 +76,16 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
                     actions.append(SetProtocol(protocol="parallel"))
             case "regression":
                 add("Reviewer", None, f"{signal.summary} → a Reviewer checks the new candidates")
+            case "idle_role":
+                for role in signal.roles:
+                    if role in roles and role != "Optimizer" and len(roles) > 1:
+                        actions.append(RemoveRole(role=role))
+                        roles.discard(role)
+                        reasons.append(f"{signal.summary} → {role} leaves the team")
+            case "new_best":
+                if team.protocol == "parallel":
+                    actions.append(SetProtocol(protocol="sequential"))
+                    reasons.append(f"{signal.summary} → back to a pipeline around the new best")
             case "budget_burn_without_candidates":
                 others = [r for r in team.roles if r != "Optimizer"]
                 if "Optimizer" in team.roles and others:
@@ -83,3 +104,14 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
         )
     )
     return SupervisorDecision(round=last, signals=list(found), actions=actions, rationale=rationale, source="rules")
+
+
+def _latest_failure(rounds: Sequence[RoundRecord], ids: list[str]) -> CandidateRecord | None:
+    """The most recent of the failing candidates ``ids`` (the signal's evidence)."""
+    failing = [c for r in rounds for c in r.candidates if c.id in ids]
+    return failing[-1] if failing else None
+
+
+def _first_reason(record: CandidateRecord) -> str:
+    reasons = [w.reason for w in record.workloads if w.reason]
+    return reasons[0] if reasons else "see its evaluation"

@@ -1,4 +1,5 @@
-"""Stagnation signals computed from the rounds so far; each names its evidence (candidate ids and numbers).
+"""Signals computed from the rounds so far (stagnation, and a parallel round's new best); each names its evidence
+(candidate ids, roles and numbers).
 
 The signals are facts, not decisions: ``rules.decide`` (offline) or the supervisor model turns them into a
 ``SupervisorDecision``. Thresholds live in ``SignalConfig`` so tests and users can set them.
@@ -23,6 +24,8 @@ SignalName = Literal[
     "design_downgrade",
     "repeated_known_failure",
     "budget_burn_without_candidates",
+    "idle_role",
+    "new_best",
 ]
 
 _CORRECTNESS = {
@@ -42,6 +45,8 @@ class SignalConfig(BaseModel):
     """Rounds in a row whose candidates all failed the same way → a failure loop."""
     burn_tokens: int = Field(default=1, ge=0)
     """A round that spent at least this many tokens and submitted nothing → budget burn."""
+    idle_rounds: int = Field(default=2, ge=1)
+    """A role idle in this many rounds in a row → idle role."""
 
 
 class Signal(BaseModel):
@@ -49,6 +54,8 @@ class Signal(BaseModel):
     name: SignalName
     summary: str
     candidates: list[str] = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list)
+    """The roles it is about (``idle_role``)."""
     numbers: dict[str, float] = Field(default_factory=dict)
 
 
@@ -188,6 +195,43 @@ def budget_burn_without_candidates(rounds: Sequence[RoundRecord], config: Signal
     )
 
 
+def idle_role(rounds: Sequence[RoundRecord], config: SignalConfig) -> Signal | None:
+    """Roles that produced nothing (no candidate, review, compile, evaluation, profile or note) in each of
+    the last rounds: their share of the budget buys nothing."""
+    k = config.idle_rounds
+    recent = list(rounds[-k:])
+    if len(recent) < k:
+        return None
+    idle = [role for role in recent[-1].idle_roles if all(role in r.idle_roles for r in recent)]
+    if not idle:
+        return None
+    return Signal(
+        name="idle_role",
+        summary=f"{', '.join(idle)} produced nothing in the last {k} rounds",
+        roles=idle,
+        numbers={"rounds": float(k)},
+    )
+
+
+def new_best(rounds: Sequence[RoundRecord], config: SignalConfig) -> Signal | None:
+    """A parallel round (roles exploring side by side) beat the best before it by more than ``min_gain``: the
+    design that won is the one to build on, in a pipeline."""
+    if not rounds or rounds[-1].protocol != "parallel":
+        return None
+    running = _best_so_far(rounds)
+    before = running[-2] if len(rounds) > 1 else 1.0
+    last = rounds[-1].best()
+    if last is None or last <= before * (1 + config.min_gain):
+        return None
+    ids = [c.id for c in rounds[-1].candidates if c.geomean_speedup == last]
+    return Signal(
+        name="new_best",
+        summary=f"parallel round {rounds[-1].round} moved the best from {before:.3f}x to {last:.3f}x",
+        candidates=ids,
+        numbers={"best": last, "best_before": before},
+    )
+
+
 DETECTORS = (
     plateau,
     regression,
@@ -197,6 +241,8 @@ DETECTORS = (
     design_downgrade,
     repeated_known_failure,
     budget_burn_without_candidates,
+    idle_role,
+    new_best,
 )
 
 

@@ -81,6 +81,10 @@ class RunState(BaseModel):
     tokens: dict[tuple[str, str], Usage] = Field(default_factory=dict)
     round_tokens: dict[int, int] = Field(default_factory=dict)
     """Tokens spent while each round was the last one started (its agents and the decision after it)."""
+    agent_tokens: dict[tuple[int, str], int] = Field(default_factory=dict)
+    """Tokens by (round last started, agent)."""
+    agent_tools: dict[tuple[int, str], dict[str, int]] = Field(default_factory=dict)
+    """Successful tool calls by (round, agent): how often each tool was used."""
     start: CandidateRecord | None = None
     """The start kernel's record against the task's baseline (``r00-start``)."""
     start_solution: dict[str, Any] | None = None
@@ -137,6 +141,8 @@ class RunState(BaseModel):
                 "decisions": list(self.decisions),
                 "tokens": dict(self.tokens),
                 "round_tokens": dict(self.round_tokens),
+                "agent_tokens": dict(self.agent_tokens),
+                "agent_tools": {key: dict(used) for key, used in self.agent_tools.items()},
                 "profiled_rounds": set(self.profiled_rounds),
                 "knowledge_rounds": set(self.knowledge_rounds),
             }
@@ -168,7 +174,11 @@ def apply(state: RunState, event: Event) -> None:
             state.tokens[key] = state.tokens.get(key, Usage()) + usage
             current = state.rounds_started[-1] if state.rounds_started else 0
             state.round_tokens[current] = state.round_tokens.get(current, 0) + usage.total
-        case AgentStep(round=number, tool=tool, is_error=is_error):
+            state.agent_tokens[(current, agent)] = state.agent_tokens.get((current, agent), 0) + usage.total
+        case AgentStep(round=number, tool=tool, is_error=is_error, agent_id=agent_id):
+            if tool is not None and not is_error:
+                used = state.agent_tools.setdefault((number, agent_id), {})
+                used[tool] = used.get(tool, 0) + 1
             if tool == "profile" and not is_error:
                 state.profiled_rounds.add(number)
             if tool == "read_knowledge":

@@ -28,14 +28,21 @@ class Team(BaseModel):
     """Set by the supervisor on top of the task's own (``require = ["wgmma.mma_async"]`` after a downgrade)."""
     budget_shares: dict[str, float] = Field(default_factory=dict)
     """Overrides of the roles' own shares (``RoleSpec.budget_share``), for moving budget between roles."""
+    briefs: dict[str, str] = Field(default_factory=dict)
+    """The supervisor's brief or sub-task for a role (``the workloads with batch_size <= 16``), added to its
+    round brief until changed."""
+    starts: dict[str, str] = Field(default_factory=dict)
+    """The candidate a role starts the next round from instead of the best (a failing one for a Debugger);
+    for one round."""
 
     @model_validator(mode="after")
     def _check(self) -> Team:
         if len(set(self.roles)) != len(self.roles):
             raise ValueError(f"a role is listed twice in {self.roles}")
-        unknown = sorted(set(self.budget_shares) - set(self.roles))
-        if unknown:
-            raise ValueError(f"budget shares for roles not in the team: {unknown}")
+        for what, by_role in (("budget shares", self.budget_shares), ("briefs", self.briefs), ("starts", self.starts)):
+            unknown = sorted(set(by_role) - set(self.roles))
+            if unknown:
+                raise ValueError(f"{what} for roles not in the team: {unknown}")
         if any(v <= 0 for v in self.budget_shares.values()):
             raise ValueError("budget shares must be positive")
         return self

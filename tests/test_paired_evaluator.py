@@ -23,17 +23,23 @@ def test_a_kernel_against_an_identical_copy_gets_intervals_around_its_ratio(
 ) -> None:
     candidate = kernel_solution("honest.cpp")
     copy = candidate.model_copy(update={"name": "honest-copy"})
-    result = Evaluator(runner).evaluate(definition, workloads, candidate, copy, quick_config())
-    assert result.status == EvaluationStatus.PASSED
-    for w in result.workloads:
-        assert w.speedup is not None and w.ci is not None and w.pairs is not None
-        lo, hi = w.ci
-        assert lo <= w.speedup <= hi
-        assert w.pairs >= quick_config().timing.min_samples
-        assert 0.5 < w.speedup < 2.0, w  # identical code: a loose bound that only catches a broken pairing
-        assert w.timing is not None and w.baseline_timing is not None
-        assert w.timing.n == w.baseline_timing.n == w.pairs
-    assert result.summary.geomean_ci is not None
+    seen = []
+    for _ in range(3):  # a noisy neighbour can skew a quick measurement of a small kernel: measure again
+        result = Evaluator(runner).evaluate(definition, workloads, candidate, copy, quick_config())
+        assert result.status == EvaluationStatus.PASSED
+        for w in result.workloads:
+            assert w.speedup is not None and w.ci is not None and w.pairs is not None
+            lo, hi = w.ci
+            assert lo <= w.speedup <= hi
+            assert w.pairs >= quick_config().timing.min_samples
+            assert w.timing is not None and w.baseline_timing is not None
+            assert w.timing.n == w.baseline_timing.n == w.pairs
+        assert result.summary.geomean_ci is not None
+        seen.append([w.speedup for w in result.workloads])
+        if all(0.5 < (w.speedup or 0.0) < 2.0 for w in result.workloads):
+            break
+    # identical code: a loose bound that only catches a broken pairing, which would miss it every time
+    assert all(0.5 < s < 2.0 for s in seen[-1] if s is not None), seen
 
 
 def test_unpaired_evaluation_times_each_kernel_on_its_own(

@@ -15,6 +15,8 @@ from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.schema import Solution
 from evoteam.gpu_bench.task import KernelTask
 from evoteam.roles.agent_api import AgentContext, AgentReport
+from evoteam.roles.backends.scripted import ScriptedLLM, text
+from evoteam.roles.llm import Reply, Request
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
 from evoteam.supervisor.config import RunConfig
@@ -94,7 +96,7 @@ def test_an_offline_evolving_run_commits_every_candidate_once_and_leaves_the_tre
         record = state.candidates[state.best].record
         assert record is not None and record.geomean_speedup is not None and record.geomean_speedup > 1.02
         assert record.retimed_from is not None  # named on its re-timing, journaled before the best moved
-        kinds = [(e.kind, getattr(e, "record", None) and e.record.id) for e in supervisor.journal.events()]
+        kinds = [(e.kind, getattr(getattr(e, "record", None), "id", None)) for e in supervisor.journal.events()]
         assert kinds.index(("retimed", state.best)) < kinds.index(("best", None))
     else:  # honest.cpp is already as fast as it gets: no improvement over the start, no best branch
         assert store.ref("evoteam/run-a/best") is None
@@ -269,3 +271,60 @@ def test_the_disciplinarian_reviews_each_candidate_and_its_veto_withdraws_that_o
         assert ("--- a/kernel.cpp\n+++ b/kernel.cpp\n" in brief) == changed, brief
         assert ("(no change:" in brief) == (not changed and solution.spec == start.spec), brief
     assert state.best is None or state.candidates[state.best].role == "Optimizer"
+
+
+class Recorder:
+    """An agent that keeps its brief and the kernel its workspace started with, and does nothing else."""
+
+    def __init__(self) -> None:
+        self.given: dict[int, tuple[str, str]] = {}  # round → (brief, kernel)
+
+    def run(self, context: AgentContext) -> AgentReport:
+        a = context.assignment
+        self.given[a.round] = (a.brief, (context.workspace.root / "kernel.cpp").read_text())
+        return AgentReport(role=a.role.name, agent_id=a.agent_id, stop="end_turn", final_text="looked")
+
+
+def test_the_supervisor_can_brief_a_role_and_start_it_from_a_chosen_candidate(repo: Path, evaluator: Evaluator) -> None:
+    """A model supervisor's ``start_from`` and ``set_brief``, citing the evidence it was shown: the next round
+    the Debugger works on that candidate (not the best) with the brief, and what it submits names it as parent."""
+    task = scale_add_task(source=repo / "kernel.cpp")
+    recorder = Recorder()
+    offline = backend_factory("offline", task, {}, None, 3, seed=0)
+
+    def agents(role, number, index, sink, cancel):  # type: ignore[no-untyped-def]
+        return recorder if role.name == "Debugger" else offline(role, number, index, sink, cancel)
+
+    chosen: list[str] = []
+
+    def supervise(request: Request) -> Reply:
+        evidence = json.loads(request.messages[0].content[0].text)  # type: ignore[union-attr]
+        candidate = next(i["id"] for i in evidence["items"] if i["kind"] == "candidate")
+        chosen.append(candidate.removeprefix("candidate:"))
+        actions = [
+            {"action": "start_from", "role": "Debugger", "candidate": chosen[0], "cites": [candidate]},
+            {"action": "set_brief", "role": "Debugger", "brief": "the small workloads only", "cites": ["budget"]},
+        ]
+        return text(json.dumps({"actions": actions, "rationale": "look at it"}))
+
+    llm = ScriptedLLM([supervise, text('{"actions": [], "rationale": "done"}')])
+    run_services = RunServices(
+        task=task, evaluations=services(task, evaluator).evaluations, agents=agents, supervisor_llm=(llm, "scripted")
+    )
+    supervisor = Supervisor(repo, "run-s", run_services)
+    supervisor.start(
+        RunConfig(run="run-s", kernel="scale_add", config=str(repo), rounds=2, budget=10**6, llm="offline")
+    )
+    supervisor.journal.append(RoundStarted(round=1, team=Team(roles=["Optimizer", "Debugger"])))
+    state = supervisor.run()
+
+    assert state.finished == "rounds" and len(chosen) == 1
+    assert state.round_teams[2].starts == {"Debugger": chosen[0]}
+    assert state.round_teams[2].briefs == {"Debugger": "the small workloads only"}
+    brief, kernel = recorder.given[2]
+    picked = Solution.model_validate(state.candidates[chosen[0]].solution)
+    assert kernel == picked.sources[0].content
+    assert "Your brief from the supervisor: the small workloads only" in brief
+    assert f"started you from candidate {chosen[0]}" in brief
+    assert "Your brief from the supervisor" not in recorder.given[1][0]
+    assert state.decisions[0].actions[0].cites == [f"candidate:{chosen[0]}"]

@@ -12,8 +12,10 @@ from evoteam.supervisor.decision import (
     MoveBudget,
     RemoveRole,
     ReplaceRole,
+    SetBrief,
     SetConstraint,
     SetProtocol,
+    StartFrom,
     SupervisorDecision,
     apply,
 )
@@ -205,3 +207,62 @@ def test_a_constraint_no_compiled_code_could_meet_is_refused(pattern: str) -> No
     for action in (SetConstraint(require=[pattern]), SetConstraint(forbid=[pattern])):
         with pytest.raises(DecisionError, match="source-level name"):
             apply(team, SupervisorDecision(round=1, rationale="test", actions=[action]), KNOWN)
+
+
+def test_a_compile_loop_starts_the_debugger_from_the_latest_failure_with_a_brief() -> None:
+    team = Team(roles=["Optimizer"])
+    broken = {"workloads": [{"uuid": "w1", "status": S.COMPILE_ERROR, "reason": "kernel.cpp:3: expected ';'"}]}
+    loop = [rnd(1, cand("a", 1, S.COMPILE_ERROR)), rnd(2, cand("b", 2, S.COMPILE_ERROR, **broken))]
+    decision = decide("evolving", team, loop, signals(loop))
+    cited = ["signal:compile_failure_loop"]
+    assert decision.actions == [
+        AddRole(role="Debugger", before="Optimizer", cites=cited),
+        StartFrom(role="Debugger", candidate="b", cites=cited),
+        SetBrief(role="Debugger", brief="repair b (COMPILE_ERROR): kernel.cpp:3: expected ';'", cites=cited),
+    ]
+    after = apply(team, decision, KNOWN, candidates={"a", "b"})
+    assert after.starts == {"Debugger": "b"} and after.briefs["Debugger"].startswith("repair b")
+    kept = apply(after, SupervisorDecision(round=3, rationale="keep"), KNOWN)
+    assert kept.starts == {} and kept.briefs == after.briefs  # a start lasts one round, a brief until changed
+
+
+def test_a_role_idle_for_two_rounds_leaves_the_team() -> None:
+    team = Team(roles=["Optimizer", "Explorer", "Reviewer"])
+    rounds = [rnd(1, cand("a", 1), idle_roles=["Explorer"]), rnd(2, cand("b", 2), idle_roles=["Explorer", "Reviewer"])]
+    found = [s for s in signals(rounds) if s.name == "idle_role"]
+    assert len(found) == 1 and found[0].roles == ["Explorer"]  # the Reviewer idled once only
+    decision = decide("evolving", team, rounds, found)
+    assert decision.actions == [RemoveRole(role="Explorer", cites=["signal:idle_role"])]
+    assert apply(team, decision, KNOWN).roles == ["Optimizer", "Reviewer"]
+    lonely = [rnd(1, idle_roles=["Optimizer"]), rnd(2, idle_roles=["Optimizer"])]
+    assert decide("evolving", Team(roles=["Optimizer"]), lonely, signals(lonely)).actions == []
+
+
+def test_a_parallel_round_that_finds_a_new_best_returns_the_team_to_a_pipeline() -> None:
+    team = Team(roles=["Optimizer", "Explorer"], protocol="parallel")
+    rounds = [rnd(1, cand("a", 1, speedup=1.3)), rnd(2, cand("b", 2, speedup=1.6), protocol="parallel")]
+    found = [s for s in signals(rounds) if s.name == "new_best"]
+    assert found and found[0].candidates == ["b"] and found[0].numbers == {"best": 1.6, "best_before": 1.3}
+    decision = decide("evolving", team, rounds, found)
+    assert decision.actions == [SetProtocol(protocol="sequential", cites=["signal:new_best"])]
+    sequential = [rnd(1, cand("a", 1, speedup=1.3)), rnd(2, cand("b", 2, speedup=1.6))]
+    assert "new_best" not in names(sequential)  # a pipeline's progress is no reason to reorganize
+
+
+def test_briefs_and_starts_are_checked_against_the_team_and_the_candidates() -> None:
+    team = Team(roles=["Optimizer", "Debugger"], briefs={"Debugger": "old"})
+    for action, why in (
+        (SetBrief(role="Explorer", brief="x"), "cannot brief Explorer: not in the team"),
+        (StartFrom(role="Debugger", candidate="r09-nope"), "no committed candidate has that id"),
+        (StartFrom(role="Explorer", candidate="a"), "Explorer is not in the team"),
+    ):
+        with pytest.raises(DecisionError, match=why):
+            apply(team, SupervisorDecision(round=1, rationale="t", actions=[action]), KNOWN, candidates={"a"})
+    cleared = apply(
+        team, SupervisorDecision(round=1, rationale="t", actions=[SetBrief(role="Debugger", brief="")]), KNOWN
+    )
+    assert cleared.briefs == {}
+    gone = apply(team, SupervisorDecision(round=1, rationale="t", actions=[RemoveRole(role="Debugger")]), KNOWN)
+    assert gone.briefs == {} and gone.roles == ["Optimizer"]
+    with pytest.raises(ValueError, match="briefs for roles not in the team"):
+        Team(roles=["Optimizer"], briefs={"Debugger": "x"})
