@@ -1,8 +1,10 @@
 """The knowledge store of one kernel: ``.evoteam/knowledge/<kernel>/`` under a repository, just files.
 
 ``index.jsonl`` holds one JSON line per entry for code; one Markdown file per kind holds the same entries for
-people. Appends are fsynced and serialized; reading skips a torn last line (a run killed mid-append). Imports
-nothing of evoteam.
+people. ``status.jsonl`` holds the supervisor's knowledge policy on entries, latest line per entry wins: a
+retired entry no longer shows, a quarantined one shows only as such (nobody builds on it or avoids it), a
+verified one is a strategy resting on a measurement the supervisor cited. Appends are fsynced and serialized;
+reading skips a torn last line (a run killed mid-append). Imports nothing of evoteam.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,6 +30,9 @@ class Kind(StrEnum):
     """A verified strategy: a change that measurably helped."""
     FAILED_ATTEMPT = "failed_attempt"
     """An idea that was tried and did not help (with evidence), so it is not retried blindly."""
+    QUARANTINED = "quarantined"
+    """An entry the supervisor quarantined (``status.jsonl``): shown as such, relied on by nobody. Never
+    written: entries are read as this kind."""
     INCONCLUSIVE = "inconclusive"
     """A change whose measured effect could not be told from noise (its interval holds 1): not a fact either
     way, so neither a strategy to build on nor a failure to avoid."""
@@ -41,6 +47,7 @@ TITLES = {
     Kind.STRATEGY: "Verified strategies",
     Kind.FAILED_ATTEMPT: "Failed attempts",
     Kind.INCONCLUSIVE: "Inconclusive (not told apart from noise)",
+    Kind.QUARANTINED: "Quarantined by the supervisor (do not rely on these)",
     Kind.PLAN: "Plan",
     Kind.ROLE_RECORD: "Role records",
 }
@@ -101,6 +108,32 @@ def measured_kind(status: str, ci: tuple[float, float] | None) -> Kind:
     return Kind.STRATEGY if ci[0] > 1.0 else Kind.FAILED_ATTEMPT
 
 
+SUMMARY_KINDS = (
+    Kind.STRATEGY,
+    Kind.FAILED_ATTEMPT,
+    Kind.INCONCLUSIVE,
+    Kind.HARDWARE,
+    Kind.QUARANTINED,
+    Kind.ROLE_RECORD,
+)
+"""The kinds a summary lists, in its order, after the plan."""
+
+NoteStatus = Literal["retired", "quarantined", "verified"]
+
+
+class StatusChange(BaseModel):
+    """The supervisor's policy on one entry, from a round on."""
+
+    model_config = ConfigDict(extra="forbid")
+    entry: str
+    status: NoteStatus
+    why: str = ""
+    evidence: Evidence | None = None
+    """For ``verified``: the measurement the entry now rests on."""
+    round: int = 0
+    timestamp: str = ""
+
+
 Clock = Callable[[], datetime]
 
 
@@ -122,6 +155,44 @@ class KnowledgeStore:
     @property
     def index(self) -> Path:
         return self.folder / "index.jsonl"
+
+    @property
+    def status_file(self) -> Path:
+        return self.folder / "status.jsonl"
+
+    def set_status(
+        self, entry_id: str, status: NoteStatus, why: str = "", evidence: Evidence | None = None, round: int = 0
+    ) -> bool:
+        """Records the supervisor's policy on an entry; False (nothing written) when it already has that
+        status. A KeyError names an entry that does not exist."""
+        if entry_id not in {e.id for e in self.entries(raw=True)}:
+            raise KeyError(f"no knowledge entry {entry_id!r}")
+        current = self.statuses().get(entry_id)
+        if current is not None and current.status == status:
+            return False
+        change = StatusChange(
+            entry=entry_id,
+            status=status,
+            why=why,
+            evidence=evidence,
+            round=round,
+            timestamp=self._clock().isoformat(timespec="seconds"),
+        )
+        with self._lock:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            _append(self.status_file, change.model_dump_json(exclude_none=True) + "\n", newline_first=True)
+        return True
+
+    def statuses(self) -> dict[str, StatusChange]:
+        """The latest policy on each entry that has one."""
+        latest: dict[str, StatusChange] = {}
+        for line in _lines(self.status_file):
+            try:
+                change = StatusChange.model_validate(json.loads(line))
+            except (json.JSONDecodeError, ValidationError):
+                continue
+            latest[change.entry] = change
+        return latest
 
     def markdown(self, kind: Kind) -> Path:
         return self.folder / f"{kind.value}.md"
@@ -155,21 +226,30 @@ class KnowledgeStore:
             _append(md, header + _markdown(entry), newline_first=False)
         return entry
 
-    def entries(self) -> list[Entry]:
-        """Every entry in order; a line that does not parse (a torn last line) is skipped."""
-        try:
-            lines = self.index.read_text(encoding="utf-8", errors="replace").splitlines()
-        except FileNotFoundError:
-            return []
+    def entries(self, raw: bool = False) -> list[Entry]:
+        """Every entry in order, as the supervisor's policy makes it (retired ones left out, quarantined ones
+        as ``quarantined``, verified ones as strategies with the measurement cited); ``raw``: as written. A
+        line that does not parse (a torn last line) is skipped."""
         out = []
-        for line in lines:
-            if not line.strip():
-                continue
+        for line in _lines(self.index):
             try:
                 out.append(Entry.model_validate(json.loads(line)))
             except (json.JSONDecodeError, ValidationError):
                 continue
-        return out
+        if raw:
+            return out
+        statuses = self.statuses()
+        shown = []
+        for entry in out:
+            change = statuses.get(entry.id)
+            if change is None:
+                shown.append(entry)
+            elif change.status == "quarantined":
+                shown.append(entry.model_copy(update={"kind": Kind.QUARANTINED}))
+            elif change.status == "verified":
+                evidence = change.evidence or entry.evidence
+                shown.append(entry.model_copy(update={"kind": Kind.STRATEGY, "evidence": evidence}))
+        return shown
 
     def query(self, kind: Kind | None = None, text: str | None = None, limit: int | None = None) -> list[Entry]:
         """Entries of ``kind`` whose title, body or evidence hold every word of ``text``; newest first."""
@@ -195,7 +275,7 @@ class KnowledgeStore:
         if plan is not None:
             sections.append(f"Current plan: {plan.title}" + (f"\n{plan.body}" if plan.body else ""))
         left = limit
-        for kind in (Kind.STRATEGY, Kind.FAILED_ATTEMPT, Kind.INCONCLUSIVE, Kind.HARDWARE, Kind.ROLE_RECORD):
+        for kind in SUMMARY_KINDS:
             if left <= 0:
                 break
             items = self.query(kind, limit=left)
@@ -263,3 +343,10 @@ def _append(path: Path, text: str, newline_first: bool) -> None:
         f.write(text.encode("utf-8"))
         f.flush()
         os.fsync(f.fileno())
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []

@@ -77,6 +77,31 @@ class StartFrom(_Action):
     """The candidate (committed, failing ones included) the role starts the next round from."""
 
 
+class RetireNote(_Action):
+    action: Literal["retire_note"] = "retire_note"
+    note: str
+    """A knowledge entry's id: it no longer shows to anyone."""
+
+
+class QuarantineNote(_Action):
+    action: Literal["quarantine_note"] = "quarantine_note"
+    note: str
+    """A knowledge entry's id: it shows only as quarantined; nobody builds on it or avoids it."""
+
+
+class PromoteNote(_Action):
+    action: Literal["promote_note"] = "promote_note"
+    note: str
+    candidate: str
+    """The candidate whose measurement makes the note a verified strategy: it passed, and its interval over
+    the start lies above 1."""
+
+
+class RequireCitations(_Action):
+    action: Literal["require_citations"] = "require_citations"
+    on: bool = True
+
+
 class MoveBudget(_Action):
     action: Literal["move_budget"] = "move_budget"
     source: str = Field(alias="from")
@@ -96,7 +121,11 @@ Action = Annotated[
     | LiftConstraint
     | MoveBudget
     | SetBrief
-    | StartFrom,
+    | StartFrom
+    | RetireNote
+    | QuarantineNote
+    | PromoteNote
+    | RequireCitations,
     Field(discriminator="action"),
 ]
 
@@ -139,18 +168,36 @@ def describe(action: Action) -> str:
             return f"brief {role}: {brief}" if brief else f"clear {role}'s brief"
         case StartFrom(role=role, candidate=candidate):
             return f"{role} starts from {candidate}"
+        case RetireNote(note=note):
+            return f"retire note {note}"
+        case QuarantineNote(note=note):
+            return f"quarantine note {note}"
+        case PromoteNote(note=note, candidate=candidate):
+            return f"promote note {note} to a verified strategy ({candidate})"
+        case RequireCitations(on=on):
+            return "notes must cite a candidate" if on else "notes need not cite a candidate"
     raise AssertionError(action)
 
 
-def apply(team: Team, decision: SupervisorDecision, known_roles: set[str], candidates: set[str] | None = None) -> Team:
+def apply(
+    team: Team,
+    decision: SupervisorDecision,
+    known_roles: set[str],
+    candidates: set[str] | None = None,
+    notes: set[str] | None = None,
+    verified: set[str] | None = None,
+) -> Team:
     """The team after ``decision``; ``known_roles`` are the role names that can be added (built-in and user),
-    ``candidates`` the committed candidates a role may start from (None: not checked). Starting points last
-    one round; briefs stay until changed."""
+    ``candidates`` the committed candidates a role may start from, ``notes`` the knowledge entries' ids,
+    ``verified`` the candidates that passed with an interval over the start above 1 (each None: not
+    checked). Starting points last one round; briefs stay until changed. Actions on notes change no team:
+    ``knowledge_actions`` lists them for the store."""
     roles = list(team.roles)
     protocol = team.protocol
     require, forbid = list(team.constraints.require), list(team.constraints.forbid)
     shares = dict(team.budget_shares)
     briefs, starts = dict(team.briefs), dict[str, str]()
+    citations = team.require_citations
     for action in decision.actions:
         match action:
             case AddRole(role=role, before=before):
@@ -211,10 +258,37 @@ def apply(team: Team, decision: SupervisorDecision, known_roles: set[str], candi
                 if candidates is not None and candidate not in candidates:
                     raise DecisionError(f"cannot start {role} from {candidate!r}: no committed candidate has that id")
                 starts[role] = candidate
+            case RetireNote(note=note) | QuarantineNote(note=note):
+                _known_note(note, notes)
+            case PromoteNote(note=note, candidate=candidate):
+                _known_note(note, notes)
+                if verified is not None and candidate not in verified:
+                    raise DecisionError(
+                        f"cannot promote note {note} on {candidate!r}: it is not a candidate that passed with its "
+                        "interval over the start above 1"
+                    )
+            case RequireCitations(on=on):
+                citations = on
     constraints = team.constraints.model_copy(update={"require": require, "forbid": forbid})
     return Team(
-        roles=roles, protocol=protocol, constraints=constraints, budget_shares=shares, briefs=briefs, starts=starts
+        roles=roles,
+        protocol=protocol,
+        constraints=constraints,
+        budget_shares=shares,
+        briefs=briefs,
+        starts=starts,
+        require_citations=citations,
     )
+
+
+def knowledge_actions(decision: SupervisorDecision) -> list[RetireNote | QuarantineNote | PromoteNote]:
+    """The decision's actions on knowledge entries, in order."""
+    return [a for a in decision.actions if isinstance(a, RetireNote | QuarantineNote | PromoteNote)]
+
+
+def _known_note(note: str, notes: set[str] | None) -> None:
+    if notes is not None and note not in notes:
+        raise DecisionError(f"no knowledge note {note!r} (cite the note:<id> items you were shown)")
 
 
 def _known(role: str, known_roles: set[str]) -> None:

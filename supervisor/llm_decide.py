@@ -38,7 +38,10 @@ Actions (each an object, each with "cites"): {"action": "add_role", "role": R, "
 {"action": "set_constraint", "require": [pattern...], "forbid": [pattern...]},
 {"action": "lift_constraint", "pattern": P}, {"action": "move_budget", "from": R, "to": R, "fraction": 0..1},
 {"action": "set_brief", "role": R, "brief": "a sub-task, e.g. the workloads with batch_size <= 16"},
-{"action": "start_from", "role": R, "candidate": "a candidate id (failing ones too), for the next round"}.
+{"action": "start_from", "role": R, "candidate": "a candidate id (failing ones too), for the next round"},
+{"action": "retire_note", "note": ID}, {"action": "quarantine_note", "note": ID},
+{"action": "promote_note", "note": ID, "candidate": "a candidate that passed with its interval above 1"},
+{"action": "require_citations", "on": true|false} (notes must name an evaluated candidate).
 A constraint pattern is an instruction class ({classes}) or a PTX/SASS instruction (wgmma.mma_async, HGMMA):
 checked on the compiled code, never a source-level name (cuda::pipeline compiles to cp.async).
 An empty action list keeps the team. Roles you may use: {roles}."""
@@ -62,9 +65,11 @@ def llm_decide(
     max_tokens: int = 1024,
     evidence_chars: int = EVIDENCE_CHARS,
     candidates: set[str] | None = None,
+    notes: set[str] | None = None,
+    verified: set[str] | None = None,
 ) -> SupervisorDecision:
     """``rounds`` and ``found`` are what the rules fall back on; the model sees ``evidence``, rendered within
-    ``evidence_chars`` characters; ``candidates`` are the ids a role may start from."""
+    ``evidence_chars`` characters; ``candidates``, ``notes`` and ``verified`` check its actions (``apply``)."""
     last = rounds[-1].round if rounds else evidence.round
     shown = evidence.ids()
     messages = [Message(role="user", content=[TextBlock(text=evidence.render(evidence_chars))])]
@@ -97,7 +102,7 @@ def llm_decide(
                 source="llm",
                 rejected=rejected,
             )
-            apply(team, decision, known_roles, candidates)
+            apply(team, decision, known_roles, candidates, notes, verified)
             return decision
         except (ValidationError, DecisionError, ValueError) as exc:
             problem = str(exc).splitlines()[0]

@@ -12,7 +12,14 @@ from __future__ import annotations
 from evoteam.roles.budget import TokenBudget
 from evoteam.roles.knowledge import Evidence, Kind
 from evoteam.supervisor.config import RunConfig
-from evoteam.supervisor.decision import SupervisorDecision, apply
+from evoteam.supervisor.decision import (
+    PromoteNote,
+    QuarantineNote,
+    RetireNote,
+    SupervisorDecision,
+    apply,
+    knowledge_actions,
+)
 from evoteam.supervisor.events import DecisionMade, RoundFinished, TeamChanged
 from evoteam.supervisor.evidence import idle_roles, round_evidence
 from evoteam.supervisor.llm_decide import llm_decide
@@ -52,7 +59,9 @@ def finish_round(run: RunContext, number: int, config: RunConfig, budget: TokenB
             role="Supervisor",
             round=number,
         )
-    run.log.record(TeamChanged(team=apply(team, decision, known, committed(state))))
+    enact_knowledge_policy(run, decision, number)
+    next_team = apply(team, decision, known, committed(state), note_ids(run), verified(state))
+    run.log.record(TeamChanged(team=next_team))
     spent = state.round_tokens.get(number, 0)  # the supervisor's own call counts in its round
     run.log.record(RoundFinished(record=record.model_copy(update={"tokens": spent})))
 
@@ -80,10 +89,58 @@ def _decide(
             run.services.roles,
             budget.remaining,
         )
-        return llm_decide(llm, model, budget, team, rounds, found, known, evidence, candidates=committed(state))
+        return llm_decide(
+            llm,
+            model,
+            budget,
+            team,
+            rounds,
+            found,
+            known,
+            evidence,
+            candidates=committed(state),
+            notes=note_ids(run),
+            verified=verified(state),
+        )
     return decide(config.mode, team, rounds, found)
 
 
 def committed(state: RunState) -> set[str]:
     """The candidates a role may start from: every committed one, failing ones included."""
     return {cid for cid, c in state.candidates.items() if c.sha is not None}
+
+
+def verified(state: RunState) -> set[str]:
+    """The candidates a note may be promoted on: passed, with an interval over the start above 1."""
+    return {
+        cid
+        for cid, c in state.candidates.items()
+        if c.record is not None and c.record.geomean_ci is not None and c.record.geomean_ci[0] > 1.0
+    }
+
+
+def note_ids(run: RunContext) -> set[str]:
+    return {e.id for e in run.knowledge.entries(raw=True)}
+
+
+def enact_knowledge_policy(run: RunContext, decision: SupervisorDecision, number: int) -> None:
+    """The decision's actions on notes, written to the store's policy (again after a resume: a status the
+    entry already has is not written twice)."""
+    state = run.log.state
+    for action in knowledge_actions(decision):
+        match action:
+            case RetireNote(note=note):
+                run.knowledge.set_status(note, "retired", decision.rationale[:300], round=number)
+            case QuarantineNote(note=note):
+                run.knowledge.set_status(note, "quarantined", decision.rationale[:300], round=number)
+            case PromoteNote(note=note, candidate=candidate):
+                record = state.candidates[candidate].record
+                assert record is not None
+                evidence = Evidence(
+                    candidate=candidate,
+                    status=record.status.value,
+                    speedup=record.geomean_speedup,
+                    ci=record.geomean_ci,
+                    over="the start",
+                )
+                run.knowledge.set_status(note, "verified", decision.rationale[:300], evidence, round=number)

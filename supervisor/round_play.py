@@ -55,7 +55,12 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
     prompt = task_prompt(run.task, definition, run.task.load_workloads(), run.knowledge.summary(), constraints)
     parent = parent_solution(state) if state.best is not None else None  # else the start, the cache's incumbent
     tools = ToolServices(
-        definition=definition, evaluations=cache, knowledge=run.knowledge, constraints=constraints, parent=parent
+        definition=definition,
+        evaluations=cache,
+        knowledge=run.knowledge,
+        constraints=constraints,
+        parent=parent,
+        require_citations=team.require_citations,
     )
     brief = round_brief(state, team)
     starts = {role: state.candidates[c].sha for role, c in team.starts.items() if state.candidates[c].sha is not None}

@@ -142,3 +142,28 @@ def test_concurrent_appends_all_land_whole(store: KnowledgeStore) -> None:
 def test_kernel_names_that_are_not_one_folder_are_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(ValueError, match="invalid kernel name"):
         KnowledgeStore(tmp_path, name)
+
+
+def test_the_supervisors_policy_retires_quarantines_and_verifies_entries(store: KnowledgeStore) -> None:
+    unroll = store.add(Kind.FAILED_ATTEMPT, "unroll the inner loop by 8", "no gain", round=1)
+    tiles = store.add(Kind.STRATEGY, "64-wide tiles", "felt faster", round=1)
+    vector = store.add(Kind.HARDWARE, "float4 loads coalesce", round=1)
+    old = store.add(Kind.PLAN, "profile first", round=1)
+    assert store.is_known_failure("unrolling the inner loop 8 times") == unroll
+    assert store.set_status(unroll.id, "quarantined", "measured on a busy machine", round=2)
+    assert not store.set_status(unroll.id, "quarantined", "again")  # the policy it has already: nothing written
+    assert store.is_known_failure("unrolling the inner loop 8 times") is None  # nobody avoids it any more
+    measured = Evidence(candidate="r02-opt-0-abc", status="PASSED", speedup=1.2, ci=(1.1, 1.3), over="the start")
+    store.set_status(vector.id, "verified", "r02 measured it", measured, round=2)
+    store.set_status(old.id, "retired", "superseded", round=2)
+    shown = {e.id: e for e in store.entries()}
+    assert old.id not in shown and shown[tiles.id].kind == Kind.STRATEGY
+    assert shown[unroll.id].kind == Kind.QUARANTINED and shown[vector.id].kind == Kind.STRATEGY
+    assert shown[vector.id].evidence == measured
+    assert {e.id for e in store.entries(raw=True)} == {unroll.id, tiles.id, vector.id, old.id}  # nothing lost
+    summary = store.summary()
+    assert "Quarantined by the supervisor (do not rely on these):\n- [quarantined] unroll" in summary
+    assert "measured 1.200x [1.100, 1.300] over the start" in summary and "profile first" not in summary
+    assert store.plan() is None
+    with pytest.raises(KeyError, match="no knowledge entry"):
+        store.set_status("nope", "retired")

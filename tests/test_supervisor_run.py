@@ -16,6 +16,7 @@ from evoteam.gpu_bench.schema import Solution
 from evoteam.gpu_bench.task import KernelTask
 from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.backends.scripted import ScriptedLLM, text
+from evoteam.roles.knowledge import Kind, KnowledgeStore
 from evoteam.roles.llm import Reply, Request
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
@@ -328,3 +329,36 @@ def test_the_supervisor_can_brief_a_role_and_start_it_from_a_chosen_candidate(re
     assert f"started you from candidate {chosen[0]}" in brief
     assert "Your brief from the supervisor" not in recorder.given[1][0]
     assert state.decisions[0].actions[0].cites == [f"candidate:{chosen[0]}"]
+
+
+def test_the_supervisors_knowledge_policy_is_written_to_the_store(repo: Path, evaluator: Evaluator) -> None:
+    """A model supervisor quarantines a note the round added (cited from its evidence) and requires notes to
+    cite candidates: the store says so, and the next round's team carries the policy."""
+    task = scale_add_task(source=repo / "kernel.cpp")
+    quarantined: list[str] = []
+
+    def supervise(request: Request) -> Reply:
+        evidence = json.loads(request.messages[0].content[0].text)  # type: ignore[union-attr]
+        note = next(i["id"] for i in evidence["items"] if i["kind"] == "note")
+        quarantined.append(note.removeprefix("note:"))
+        actions = [
+            {"action": "quarantine_note", "note": quarantined[0], "cites": [note]},
+            {"action": "require_citations", "on": True, "cites": [note]},
+        ]
+        return text(json.dumps({"actions": actions, "rationale": "that note rests on one noisy measurement"}))
+
+    llm = ScriptedLLM([supervise, text('{"actions": [], "rationale": "done"}')])
+    base = services(task, evaluator)
+    run_services = RunServices(task=task, evaluations=base.evaluations, agents=base.agents, supervisor_llm=(llm, "s"))
+    supervisor = Supervisor(repo, "run-k", run_services)
+    supervisor.start(
+        RunConfig(run="run-k", kernel="scale_add", config=str(repo), rounds=2, budget=10**6, llm="offline")
+    )
+    supervisor.journal.append(RoundStarted(round=1, team=Team(roles=["Optimizer"])))
+    state = supervisor.run()
+
+    store = KnowledgeStore(repo, "scale_add")
+    [note] = quarantined
+    assert store.statuses()[note].status == "quarantined" and store.statuses()[note].round == 1
+    assert next(e for e in store.entries() if e.id == note).kind == Kind.QUARANTINED
+    assert state.round_teams[2].require_citations and not state.round_teams[1].require_citations

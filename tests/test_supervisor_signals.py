@@ -266,3 +266,24 @@ def test_briefs_and_starts_are_checked_against_the_team_and_the_candidates() -> 
     assert gone.briefs == {} and gone.roles == ["Optimizer"]
     with pytest.raises(ValueError, match="briefs for roles not in the team"):
         Team(roles=["Optimizer"], briefs={"Debugger": "x"})
+
+
+def test_actions_on_notes_are_checked_and_only_citations_change_the_team() -> None:
+    team = Team(roles=["Optimizer"])
+    checks = {"candidates": {"a", "b"}, "notes": {"n1"}, "verified": {"a"}}
+
+    def after(*actions: object) -> Team:
+        decision = SupervisorDecision.model_validate({"round": 1, "rationale": "t", "actions": list(actions)})
+        return apply(team, decision, KNOWN, **checks)  # type: ignore[arg-type]
+
+    kept = after(
+        {"action": "retire_note", "note": "n1"},
+        {"action": "quarantine_note", "note": "n1"},
+        {"action": "promote_note", "note": "n1", "candidate": "a"},
+    )
+    assert kept == team
+    assert after({"action": "require_citations"}).require_citations is True
+    with pytest.raises(DecisionError, match="no knowledge note 'n9'"):
+        after({"action": "retire_note", "note": "n9"})
+    with pytest.raises(DecisionError, match="interval over the start above 1"):
+        after({"action": "promote_note", "note": "n1", "candidate": "b"})

@@ -499,3 +499,21 @@ def test_rejected_result_shows_the_violations(kit: Kit) -> None:
     )
     content = toolbox.call("evaluate", {}).content
     assert "constraint violations (nothing ran):" in content and "wgmma.mma_async" in content
+
+
+@pytest.mark.unit
+def test_a_policy_requiring_citations_refuses_a_verdict_without_its_candidate(kit: Kit) -> None:
+    services = ToolServices(
+        definition=kit.task.load_definition(),
+        evaluations=EvaluationCache(kit.fake),
+        knowledge=kit.knowledge,
+        require_citations=True,
+    )
+    toolbox = build_toolbox(kit.task, kit.workspace, services, AUTHOR, [])
+    bare = toolbox.call("write_note", {"kind": "strategy", "title": "tiles of 64"})
+    unknown = toolbox.call("write_note", {"kind": "failed_attempt", "title": "x", "evidence": {"candidate": "c1"}})
+    observation = toolbox.call("write_note", {"kind": "hardware", "title": "L2 is 2 MB"})
+    assert bare.is_error and "requires a strategy or failed attempt to name the candidate" in bare.content
+    assert unknown.is_error and "no evaluated candidate is named 'c1'" in unknown.content
+    assert not observation.is_error  # observations and plans are not verdicts
+    assert [e.kind for e in kit.knowledge.entries()] == [Kind.HARDWARE]

@@ -30,6 +30,8 @@ class ToolServices:
     profiler: Profiler | None = None
     """None: ``TimingProfiler`` over ``evaluations``."""
     constraints: Constraints | None = None
+    require_citations: bool = False
+    """The supervisor's knowledge policy: a strategy or failed attempt must name an evaluated candidate."""
     parent: Solution | None = None
     """The round's start when it is not the incumbent ``evaluations`` time against (a best found in an earlier
     round): a candidate a note names is timed against it."""
@@ -55,7 +57,7 @@ def build_toolbox(
         EvaluateTool(task, workspace, name, services.evaluations, author),
         ProfileTool(task, workspace, name, profiler, author),
         ReadKnowledgeTool(services.knowledge),
-        WriteNoteTool(services.knowledge, author, services.evaluations, services.parent),
+        WriteNoteTool(services.knowledge, author, services.evaluations, services.parent, services.require_citations),
         SubmitCandidateTool(task, workspace, name, services.evaluations, author, submissions),
     ]
     assert tuple(t.name for t in tools) == TOOL_NAMES

@@ -92,10 +92,12 @@ class WriteNoteTool:
         author: Author,
         evaluations: EvaluationCache | None = None,
         parent: Solution | None = None,
+        require_citations: bool = False,
     ) -> None:
         self.store = store
         self.author = author
         self.evaluations = evaluations
+        self.require_citations = require_citations
         self.parent = parent
         """The round's start, which a candidate named in a note is timed against; None: the incumbent the
         evaluations time against (the run's start)."""
@@ -104,8 +106,17 @@ class WriteNoteTool:
         asked = Kind(args.kind)
         evidence = Evidence.model_validate(args.evidence.model_dump()) if args.evidence else None
         standing = ""
-        if asked in (Kind.STRATEGY, Kind.FAILED_ATTEMPT) and evidence is not None and evidence.candidate:
+        verdict = asked in (Kind.STRATEGY, Kind.FAILED_ATTEMPT)
+        if verdict and self.require_citations and (evidence is None or not evidence.candidate):
+            return ToolResult(
+                content="not recorded: the supervisor requires a strategy or failed attempt to name the candidate "
+                "it rests on (evidence.candidate: the solution name its evaluation reported)",
+                is_error=True,
+            )
+        if verdict and evidence is not None and evidence.candidate:
             measured = self._measure(evidence.candidate)
+            if isinstance(measured, str) and self.require_citations:
+                return ToolResult(content=f"not recorded: {measured}", is_error=True)
             if isinstance(measured, str):
                 standing = f"\nnot measured ({measured}): the note is stored as written, without standing"
             else:
