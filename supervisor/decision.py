@@ -1,7 +1,8 @@
 """``SupervisorDecision``: what the supervisor changes about the team after a round, why, and on what evidence.
 
 A decision is a list of actions (add, remove or replace a role, change the protocol, set or lift a constraint,
-move budget between roles, brief a role, start a role from a chosen candidate), the signals it answers with
+move budget between roles, brief a role, start a role from a chosen candidate, profile before the next round,
+act on knowledge notes), the signals it answers with
 their evidence, and a rationale. ``apply`` turns the current team into the next one and refuses actions that
 make no sense (removing the last role, a role that is not there, a constraint no PTX or SASS could tell apart,
 a start from a candidate that does not exist). Decisions are shown to users as role notes.
@@ -97,6 +98,10 @@ class PromoteNote(_Action):
     the start lies above 1."""
 
 
+class Reprofile(_Action):
+    action: Literal["reprofile"] = "reprofile"
+
+
 class RequireCitations(_Action):
     action: Literal["require_citations"] = "require_citations"
     on: bool = True
@@ -125,7 +130,8 @@ Action = Annotated[
     | RetireNote
     | QuarantineNote
     | PromoteNote
-    | RequireCitations,
+    | RequireCitations
+    | Reprofile,
     Field(discriminator="action"),
 ]
 
@@ -176,6 +182,8 @@ def describe(action: Action) -> str:
             return f"promote note {note} to a verified strategy ({candidate})"
         case RequireCitations(on=on):
             return "notes must cite a candidate" if on else "notes need not cite a candidate"
+        case Reprofile():
+            return "profile the best before the next round"
     raise AssertionError(action)
 
 
@@ -198,6 +206,7 @@ def apply(
     shares = dict(team.budget_shares)
     briefs, starts = dict(team.briefs), dict[str, str]()
     citations = team.require_citations
+    reprofile = False
     for action in decision.actions:
         match action:
             case AddRole(role=role, before=before):
@@ -269,6 +278,8 @@ def apply(
                     )
             case RequireCitations(on=on):
                 citations = on
+            case Reprofile():
+                reprofile = True
     constraints = team.constraints.model_copy(update={"require": require, "forbid": forbid})
     return Team(
         roles=roles,
@@ -278,6 +289,7 @@ def apply(
         briefs=briefs,
         starts=starts,
         require_citations=citations,
+        reprofile=reprofile,
     )
 
 

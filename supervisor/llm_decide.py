@@ -41,7 +41,8 @@ Actions (each an object, each with "cites"): {"action": "add_role", "role": R, "
 {"action": "start_from", "role": R, "candidate": "a candidate id (failing ones too), for the next round"},
 {"action": "retire_note", "note": ID}, {"action": "quarantine_note", "note": ID},
 {"action": "promote_note", "note": ID, "candidate": "a candidate that passed with its interval above 1"},
-{"action": "require_citations", "on": true|false} (notes must name an evaluated candidate).
+{"action": "require_citations", "on": true|false} (notes must name an evaluated candidate),
+{"action": "reprofile"} (profile the best before the next round; every member sees it).
 A constraint pattern is an instruction class ({classes}) or a PTX/SASS instruction (wgmma.mma_async, HGMMA):
 checked on the compiled code, never a source-level name (cuda::pipeline compiles to cp.async).
 An empty action list keeps the team. Roles you may use: {roles}."""

@@ -42,7 +42,7 @@ def finish_round(run: RunContext, number: int, config: RunConfig, budget: TokenB
         protocol=team.protocol,
         candidates=[c.record for c in state.round_candidates(number) if c.record is not None],
         tokens=state.round_tokens.get(number, 0),
-        profiled=number in state.profiled_rounds,
+        profiled=number in state.profiled_rounds or team.reprofile,
         knowledge_read=number in state.knowledge_rounds,
         idle_roles=idle_roles(state, number),
     )

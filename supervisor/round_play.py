@@ -21,17 +21,19 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from evoteam.gpu_bench.api import Constraints, KernelTask, Solution
+from evoteam.gpu_bench.api import BenchInputError, Constraints, KernelTask, Solution
 from evoteam.roles.agent import AgentEvent
 from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
 from evoteam.roles.budget import TokenBudget
 from evoteam.roles.builtin import parse_verdict
+from evoteam.roles.knowledge import Kind
 from evoteam.roles.prompt import task_prompt
 from evoteam.roles.spec import RoleSpec
 from evoteam.roles.tools.base import Author, Tool, ToolResult
 from evoteam.roles.tools.candidate import kernel_files
 from evoteam.roles.tools.evaluation import EvaluationCache
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
+from evoteam.roles.tools.profiling import TimingProfiler, render_report
 from evoteam.roles.workspace import Workspace
 from evoteam.supervisor.events import AgentFinished, AgentStep, Submitted
 from evoteam.supervisor.reporting import step_line, submitted_line
@@ -63,6 +65,8 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         require_citations=team.require_citations,
     )
     brief = round_brief(state, team)
+    if team.reprofile:
+        brief = "\n".join(part for part in (brief, reprofile(run, number, cache)) if part)
     starts = {role: state.candidates[c].sha for role, c in team.starts.items() if state.candidates[c].sha is not None}
     members = [(i, run.services.roles[name]) for i, name in enumerate(team.roles) if name in run.services.roles]
     makers = [(i, role) for i, role in members if not role.can_veto]
@@ -206,6 +210,31 @@ def round_brief(state: RunState, team: Team) -> str:
             f"Constraints set by the supervisor: require {team.constraints.require}, forbid {team.constraints.forbid}."
         )
     return "\n".join(lines)
+
+
+PROFILE_LIMIT = 4_000
+"""Characters of a re-profile a round brief holds."""
+
+
+def reprofile(run: RunContext, number: int, cache: EvaluationCache) -> str:
+    """Profiles the round's start (the best, or the start kernel) for a team the supervisor asked to: the
+    profile, for every member's brief, also kept in the knowledge store as a hardware observation (once per
+    round, a resumed round included)."""
+    state = run.log.state
+    start = parent_solution(state)
+    if start is None:
+        return ""
+    which = state.best or START_ID
+    try:
+        report = TimingProfiler(cache).profile(start)
+    except BenchInputError as exc:
+        return f"The supervisor asked for a profile of {which}; it could not be made: {exc}"
+    text = render_report(report)
+    title = f"re-profile of {which} before round {number}"
+    if not any(e.title == title for e in run.knowledge.entries(raw=True)):
+        run.knowledge.add(Kind.HARDWARE, title, text, role="Supervisor", round=number)
+    shown = text if len(text) <= PROFILE_LIMIT else text[:PROFILE_LIMIT] + "\n... (cut)"
+    return f"The supervisor had the round's start ({which}) profiled before this round:\n{shown}"
 
 
 DIFF_LIMIT = 12_000

@@ -1,13 +1,13 @@
 """The offline supervisor: each signal maps to the reorganization that answers it, with the signal as evidence.
 
-compile or correctness failure loop → add a Debugger (first in the pipeline), started from the latest failing
-candidate with a brief to repair it; missing profile evidence → add a
-Profiling Scientist first; design downgrade → add a Disciplinarian (last, to review) and require the dropped
-constructs; repeated known failure → add a Knowledge Integrator first; plateau → add an Explorer and run in
-parallel; regression → add a Reviewer; budget burn without candidates → move half of the busiest non-Optimizer
-role's share to the Optimizer; a role idle for rounds (``idle_role``) → remove it (never the Optimizer or the
-last role); a parallel round's new best → back to sequential. Each action cites the signal it answers
-(``signal:<name>``). ``fixed`` and ``single`` teams never change.
+Compile or correctness failure loop → add a Debugger (first in the pipeline), started from the latest failing
+candidate with a brief to repair it; missing profile evidence → add a Profiling Scientist first (when there is
+one already: profile the best before the next round); design downgrade → add a Disciplinarian (last, to
+review) and require the lost instruction classes; repeated known failure → add a Knowledge Integrator first;
+plateau → add an Explorer and run in parallel; regression → add a Reviewer; budget burn without candidates →
+move half of the busiest non-Optimizer role's share to the Optimizer; a role idle for rounds (``idle_role``) →
+remove it (never the Optimizer or the last role); a parallel round's new best → back to sequential. Each action
+cites the signal it answers (``signal:<name>``). ``fixed`` and ``single`` teams never change.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from evoteam.supervisor.decision import (
     AddRole,
     MoveBudget,
     RemoveRole,
+    Reprofile,
     SetBrief,
     SetConstraint,
     SetProtocol,
@@ -60,6 +61,9 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
                     actions.append(SetBrief(role="Debugger", brief=brief[:300]))
                     reasons.append(f"the Debugger starts from {failing.id}")
             case "missing_profile_evidence":
+                if "Profiling Scientist" in roles:
+                    actions.append(Reprofile())
+                    reasons.append(f"{signal.summary} → the best is profiled before the next round")
                 add("Profiling Scientist", first, f"{signal.summary} → a Profiling Scientist measures first")
             case "design_downgrade":
                 add("Disciplinarian", None, f"{signal.summary} → a Disciplinarian reviews every change")

@@ -34,6 +34,9 @@ class Team(BaseModel):
     starts: dict[str, str] = Field(default_factory=dict)
     """The candidate a role starts the next round from instead of the best (a failing one for a Debugger);
     for one round."""
+    reprofile: bool = False
+    """Profile the round's start before its agents play, for the next round only: the profile goes into every
+    member's brief and the knowledge store."""
     require_citations: bool = False
     """Knowledge policy: a strategy or failed attempt must name an evaluated candidate (which gives it its
     standing) or is refused."""

@@ -362,3 +362,23 @@ def test_the_supervisors_knowledge_policy_is_written_to_the_store(repo: Path, ev
     assert store.statuses()[note].status == "quarantined" and store.statuses()[note].round == 1
     assert next(e for e in store.entries() if e.id == note).kind == Kind.QUARANTINED
     assert state.round_teams[2].require_citations and not state.round_teams[1].require_citations
+
+
+def test_a_team_told_to_reprofile_sees_the_profile_of_its_start(repo: Path, evaluator: Evaluator) -> None:
+    task = scale_add_task(source=repo / "kernel.cpp")
+    recorder = Recorder()
+    supervisor = Supervisor(
+        repo,
+        "run-p",
+        RunServices(task=task, evaluations=services(task, evaluator).evaluations, agents=lambda *a: recorder),
+    )
+    supervisor.start(RunConfig(run="run-p", kernel="scale_add", config=str(repo), rounds=1, budget=0, llm="offline"))
+    supervisor.journal.append(RoundStarted(round=1, team=Team(roles=["Debugger"], reprofile=True)))
+    state = supervisor.run()
+
+    brief = recorder.given[1][0]
+    assert "The supervisor had the round's start (r00-start) profiled before this round:" in brief
+    assert "profile (timing): PASSED" in brief and "workload | median ms" in brief
+    [note] = [e for e in KnowledgeStore(repo, "scale_add").entries() if e.kind == Kind.HARDWARE]
+    assert note.title == "re-profile of r00-start before round 1" and note.role == "Supervisor"
+    assert state.rounds_finished[0].profiled

@@ -12,6 +12,7 @@ from evoteam.supervisor.decision import (
     MoveBudget,
     RemoveRole,
     ReplaceRole,
+    Reprofile,
     SetBrief,
     SetConstraint,
     SetProtocol,
@@ -287,3 +288,13 @@ def test_actions_on_notes_are_checked_and_only_citations_change_the_team() -> No
         after({"action": "retire_note", "note": "n9"})
     with pytest.raises(DecisionError, match="interval over the start above 1"):
         after({"action": "promote_note", "note": "n1", "candidate": "b"})
+
+
+def test_missing_profiles_with_a_profiler_in_the_team_profile_the_best_before_the_next_round() -> None:
+    team = Team(roles=["Profiling Scientist", "Optimizer"])
+    rounds = [rnd(1, cand("a", 1), profiled=False), rnd(2, cand("b", 2, speedup=1.5), profiled=False)]
+    decision = decide("evolving", team, rounds, [s for s in signals(rounds) if s.name == "missing_profile_evidence"])
+    assert decision.actions == [Reprofile(cites=["signal:missing_profile_evidence"])]
+    after = apply(team, decision, KNOWN)
+    assert after.reprofile and after.roles == team.roles
+    assert not apply(after, SupervisorDecision(round=3, rationale="keep"), KNOWN).reprofile  # for one round
