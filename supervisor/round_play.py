@@ -3,7 +3,8 @@
 Protocol ``sequential``: the members run in order on one workspace, so each sees what the ones before it did;
 ``parallel``: all at once, each on its own copy. Then each member that can veto (the Disciplinarian) reviews
 every candidate of the round, one at a time: its workspace holds the candidate and its brief the candidate's
-diff against its parent (the round's start); a veto withdraws that candidate only. What an agent does is
+diff against its parent (the round's start, or the candidate its role was started from); a veto withdraws
+that candidate only. What an agent does is
 journaled as it happens: its steps
 (``agent_event``, by the sink it was built with), its submissions (``submitted``, by the submit tool of its
 toolbox, before the agent reads the result), its tokens (``tokens``, by the run's budget) and how it ended
@@ -79,8 +80,9 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         if (number, agent_id) in state.finished_agents:
             return
         if review is not None:
-            workspace = seed_candidate(run, folder / agent_id, start, review)
-            given = f"{brief}\n\n{review_brief(run, start, review, parent_solution(state))}".strip()
+            parent_sha, parent = _parent_of(state, review, start)
+            workspace = seed_candidate(run, folder / agent_id, parent_sha, review)
+            given = f"{brief}\n\n{review_brief(run, parent_sha, review, parent)}".strip()
         else:
             own = starts.get(role.name)
             if own is not None:
@@ -241,6 +243,15 @@ DIFF_LIMIT = 12_000
 """Characters of a candidate's diff a review brief holds; a longer diff is cut and says so."""
 
 
+def _parent_of(state: RunState, candidate: Candidate, start: str) -> tuple[str, Solution | None]:
+    """The commit and solution a candidate was made from: the candidate its role was started from, else the
+    round's start (commit ``start``)."""
+    chosen = state.candidates.get(candidate.parent or "")
+    if chosen is not None and chosen.sha is not None and chosen.id != state.best:
+        return chosen.sha, Solution.model_validate(chosen.solution)
+    return start, parent_solution(state)
+
+
 def parent_solution(state: RunState) -> Solution | None:
     """The round's start as a solution: the best candidate, else the start kernel."""
     found = state.candidates[state.best].solution if state.best is not None else state.start_solution
@@ -249,7 +260,7 @@ def parent_solution(state: RunState) -> Solution | None:
 
 def review_brief(run: RunContext, parent: str, candidate: Candidate, parent_build: Solution | None) -> str:
     """What a reviewer is given about one candidate: its id, author and rationale, and its unified diff
-    against its parent (commit ``parent``, the round's start), build settings (``parent_build``'s) included."""
+    against its parent (commit ``parent``), build settings (``parent_build``'s) included."""
     solution = Solution.model_validate(candidate.solution)
     after = {s.path: s.content for s in solution.sources}
     lines: list[str] = []
@@ -274,7 +285,7 @@ def review_brief(run: RunContext, parent: str, candidate: Candidate, parent_buil
         diff = diff[:DIFF_LIMIT] + f"\n... (cut: the diff has {len(diff)} characters)\n"
     return (
         f"Review candidate {candidate.id} (by {candidate.role}): {candidate.rationale}\n"
-        f"Your workspace holds it. Its diff against its parent ({parent[:10]}, the round's start):\n"
+        f"Your workspace holds it. Its diff against its parent ({candidate.parent or parent[:10]}):\n"
         f"```diff\n{diff}```\n"
         "A veto withdraws this candidate only."
     )
