@@ -1,14 +1,15 @@
 """Plays one round: each member of the team runs as an agent on a workspace seeded from the best so far.
 
 Protocol ``sequential``: the members run in order on one workspace, so each sees what the ones before it did;
-``parallel``: all at once, each on its own copy. Then each member that can veto (the Disciplinarian) reviews
-every candidate of the round, one at a time: its workspace holds the candidate and its brief the candidate's
-diff against its parent (the round's start, or the candidate its role was started from); a veto withdraws
-that candidate only. What an agent does is
-journaled as it happens: its steps
-(``agent_event``, by the sink it was built with), its submissions (``submitted``, by the submit tool of its
-toolbox, before the agent reads the result), its tokens (``tokens``, by the run's budget) and how it ended
-(``agent_finished``). An agent the journal says finished is not run again (a resumed round).
+``parallel``: all at once, each on its own copy. A member the supervisor started from another candidate works
+on its own copy of that one, with its brief. Then each member that can veto (the Disciplinarian) reviews every
+candidate of the round, one at a time: its workspace holds the candidate and its brief the candidate's diff
+against its parent (the round's start, or the candidate its role was started from); a veto withdraws that
+candidate only. A team told to re-profile gets the round's start profiled first, in every brief. What an agent
+does is journaled as it happens: its steps (``agent_event``, by the sink it was built with), its submissions
+(``submitted``, with their parent, by the submit tool of its toolbox, before the agent reads the result), its
+tokens (``tokens``, by the run's budget) and how it ended (``agent_finished``). An agent the journal says
+finished is not run again (a resumed round).
 """
 
 from __future__ import annotations
@@ -73,7 +74,6 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
     makers = [(i, role) for i, role in members if not role.can_veto]
     reviewers = [(i, role) for i, role in members if role.can_veto]
     shared = seed_workspace(run, folder / "team", start) if team.protocol == "sequential" else None
-    # a role that starts from another candidate works on its own copy of it, whatever the protocol
 
     def play(index: int, role: RoleSpec, review: Candidate | None = None) -> None:
         agent_id = f"{_slug(role.name)}-{index}" + (f"-on-{review.id}" if review else "")
