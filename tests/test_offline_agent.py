@@ -21,11 +21,11 @@ from evoteam.roles.agent import AgentEvent
 from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
 from evoteam.roles.budget import TokenBudget
 from evoteam.roles.builtin import builtin_role
-from evoteam.roles.knowledge import Kind, KnowledgeStore
+from evoteam.roles.knowledge import Kind, KnowledgeStore, measured_kind
 from evoteam.roles.llm import Usage
 from evoteam.roles.offline.agent import OfflineTunerAgent
 from evoteam.roles.tools import Author, Tool, Toolbox, ToolResult
-from evoteam.roles.tools.candidate import SubmitInput, seed_workspace
+from evoteam.roles.tools.candidate import SubmitInput, seed_workspace, workspace_solution
 from evoteam.roles.tools.evaluation import EvaluateInput, EvaluationCache, TaskEvaluations
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
 from evoteam.roles.tools.files import ViewInput, WriteInput
@@ -312,7 +312,8 @@ def test_end_to_end_with_the_real_tools_on_a_tiny_cpu_kernel(tmp_path: Path, eva
 
     def run(folder: str) -> tuple[AgentReport, Counting, Workspace]:
         workspace = seed_workspace(task, tmp_path / folder)
-        service = Counting(TaskEvaluations(evaluator, task, quick_config()))
+        start = workspace_solution(task, workspace, definition.name, name="start", author="user")
+        service = Counting(TaskEvaluations(evaluator, task, quick_config(), baseline=start))  # the incumbent
         services = ToolServices(definition, EvaluationCache(service), knowledge)
         submissions: list[Submission] = []
         toolbox = build_toolbox(task, workspace, services, Author(role=role.name, agent_id="tuner-1"), submissions)
@@ -327,15 +328,18 @@ def test_end_to_end_with_the_real_tools_on_a_tiny_cpu_kernel(tmp_path: Path, eva
     best = knob((workspace.root / "tunable_scale_add.cpp").read_text(), "BLOCK")
     assert best in (64, 256) and f"BLOCK={best} gives" in submission.rationale
     assert knob(submission.solution.sources[0].content, "BLOCK") == best
-    [failed] = knowledge.query(Kind.FAILED_ATTEMPT)
-    assert failed.title == "offline tuner: BLOCK=8192 failed (COMPILE_ERROR)"
+    [failed] = [e for e in knowledge.entries() if "8192" in e.title]
+    assert failed.title == "offline tuner: BLOCK=8192 failed (COMPILE_ERROR)" and failed.kind == Kind.FAILED_ATTEMPT
     assert failed.evidence is not None and failed.evidence.status == "COMPILE_ERROR"
-    [strategy] = knowledge.query(Kind.STRATEGY)
-    assert strategy.title.startswith(f"offline tuner: best BLOCK={best}")
+    [noted] = [e for e in knowledge.entries() if e.title.startswith(f"offline tuner: best BLOCK={best}")]
+    assert noted.evidence is not None and noted.evidence.speedup is not None  # measured against the start
+    assert noted.kind == measured_kind(noted.evidence.status or "", noted.evidence.ci)
     assert report.usage == Usage() and report.stop == "end_turn"
 
-    report, service, _ = run("ws2")  # the same store: the failed config is not tried again
-    assert sorted(service.blocks) == [64, 256] and len(report.submissions) == 1
+    report, service, _ = run("ws2")  # the same store: configs recorded as failed attempts are not tried again
+    configs = [re.search(r"config: (\{[^\n]*?\})", e.body) for e in knowledge.query(Kind.FAILED_ATTEMPT)]
+    failed_blocks = {json.loads(c.group(1))["BLOCK"] for c in configs if c is not None}
+    assert sorted(service.blocks) == [b for b in (64, 256) if b not in failed_blocks] and len(report.submissions) == 1
 
 
 @pytest.mark.unit
