@@ -19,12 +19,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.api import Solution
 from evoteam.roles.knowledge import Entry
 from evoteam.roles.spec import RoleSpec
+from evoteam.supervisor.events import AgentFinished
 from evoteam.supervisor.records import CandidateRecord, RoundRecord
 from evoteam.supervisor.signals import Signal, signal_id
-from evoteam.supervisor.state import START_ID, RunState
+from evoteam.supervisor.state import Candidate, RunState
 from evoteam.supervisor.team import Team
 
 ItemKind = Literal["budget", "best", "candidate", "agent", "signal", "note", "round", "role"]
@@ -190,15 +190,15 @@ def _candidate_facts(record: CandidateRecord) -> dict[str, Any]:
 
 def _diff(state: RunState, parent: str | None, solution: Mapping[str, Any]) -> tuple[list[str], int, int]:
     """The first changed lines of the candidate against its parent, and how many lines it adds and removes."""
-    before = state.start_solution if parent in (None, START_ID) else state.candidates[parent].solution
+    chosen = state.candidates.get(parent or "")
+    before = chosen.solution if chosen is not None else state.start_solution  # the start: r00-start, or unknown
     if before is None:
         return [], 0, 0
-    old = {s.path: s.content for s in Solution.model_validate(before).sources}
+    old = {s["path"]: s["content"] for s in before.get("sources", [])}
     changed: list[str] = []
-    for source in Solution.model_validate(solution).sources:
-        lines = difflib.unified_diff(
-            old.get(source.path, "").splitlines(), source.content.splitlines(), source.path, source.path, lineterm=""
-        )
+    for source in solution.get("sources", []):
+        path, content = source["path"], source["content"]
+        lines = difflib.unified_diff(old.get(path, "").splitlines(), content.splitlines(), path, path, lineterm="")
         changed += [ln for ln in lines if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---"))]
     added = sum(1 for ln in changed if ln.startswith("+"))
     return changed[:DIFF_LINES], added, len(changed) - added
@@ -209,19 +209,38 @@ PRODUCTIVE_TOOLS = frozenset({"compile", "evaluate", "profile", "write_note", "s
 
 
 def idle_roles(state: RunState, number: int) -> list[str]:
-    """The roles of round ``number`` whose every agent submitted nothing, reviewed nothing and used none of
-    the ``PRODUCTIVE_TOOLS`` (roles that sat out included), in team order."""
+    """The roles of round ``number`` that added nothing, in team order: every agent of the role reviewed
+    nothing, made no new candidate (a submission with its parent's content adds nothing), and, when it
+    submitted nothing at all, used none of the ``PRODUCTIVE_TOOLS``; roles that sat out included."""
     idle = []
     for role in state.round_teams[number].roles:
         agents = [a for a in state.round_agents.get(number, []) if a.role == role]
-        if agents and all(
-            a.submissions == 0
-            and a.reviewed is None
-            and not set(state.agent_tools.get((number, a.agent), {})) & PRODUCTIVE_TOOLS
-            for a in agents
-        ):
+        if agents and all(_added_nothing(state, number, a) for a in agents):
             idle.append(role)
     return idle
+
+
+def _added_nothing(state: RunState, number: int, finished: AgentFinished) -> bool:
+    if finished.reviewed is not None:
+        return False
+    made = [c for c in state.round_candidates(number) if c.agent == finished.agent]
+    if made:
+        return not any(_is_new(state, c) for c in made)
+    return finished.submissions == 0 and not set(state.agent_tools.get((number, finished.agent), {})) & PRODUCTIVE_TOOLS
+
+
+def _is_new(state: RunState, candidate: Candidate) -> bool:
+    """Whether the candidate's content differs from its parent's (the start's where no parent was journaled)."""
+    parent = state.candidates.get(candidate.parent or "")
+    before = parent.solution if parent is not None else state.start_solution
+    if before is None:
+        return True
+    return _content(candidate.solution) != _content(before)
+
+
+def _content(solution: Mapping[str, Any]) -> str:
+    """What makes a solution's build: its sources and build spec (not its name or author)."""
+    return json.dumps([solution.get("sources"), solution.get("spec")], sort_keys=True)
 
 
 def _agents(state: RunState, number: int) -> list[EvidenceItem]:
