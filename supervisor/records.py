@@ -99,8 +99,8 @@ class RoundRecord(BaseModel):
     knowledge_read: bool = False
     """Some role of the round read the knowledge store."""
     idle_roles: list[str] = Field(default_factory=list)
-    """Roles of the round that produced nothing: no candidate, no review, and no compile, evaluation, profile
-    or note (a role that sat out included)."""
+    """Roles of the round that added nothing: no review, no new candidate (resubmitting the parent's content
+    adds nothing) and, having submitted nothing, no compile, evaluation, profile or note (sitting out too)."""
 
     def best(self) -> float | None:
         passed = [c.geomean_speedup for c in self.candidates if c.geomean_speedup is not None and not c.vetoed]

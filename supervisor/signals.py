@@ -196,8 +196,8 @@ def budget_burn_without_candidates(rounds: Sequence[RoundRecord], config: Signal
 
 
 def idle_role(rounds: Sequence[RoundRecord], config: SignalConfig) -> Signal | None:
-    """Roles that produced nothing (no candidate, review, compile, evaluation, profile or note) in each of
-    the last rounds: their share of the budget buys nothing."""
+    """Roles that added nothing (``RoundRecord.idle_roles``) in each of the last rounds: their share of the
+    budget buys nothing."""
     k = config.idle_rounds
     recent = list(rounds[-k:])
     if len(recent) < k:
