@@ -75,6 +75,9 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
             case "repeated_known_failure":
                 add("Knowledge Integrator", first, f"{signal.summary} → a Knowledge Integrator briefs the team first")
             case "plateau":
+                if any("Explorer" in r.idle_roles for r in rounds[-2:]):
+                    reasons.append(f"{signal.summary}; an Explorer added nothing lately: not added again")
+                    continue
                 add("Explorer", None, f"{signal.summary} → an Explorer tries a different design beside the Optimizer")
                 if team.protocol != "parallel":
                     actions.append(SetProtocol(protocol="parallel"))

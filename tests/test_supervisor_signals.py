@@ -298,3 +298,16 @@ def test_missing_profiles_with_a_profiler_in_the_team_profile_the_best_before_th
     after = apply(team, decision, KNOWN)
     assert after.reprofile and after.roles == team.roles
     assert not apply(after, SupervisorDecision(round=3, rationale="keep"), KNOWN).reprofile  # for one round
+
+
+def test_a_plateau_does_not_bring_back_an_explorer_that_added_nothing() -> None:
+    """Otherwise a removed Explorer would be added again by the plateau it did not break, round after round."""
+    team = Team(roles=["Optimizer"])
+    flat = {"speedup": 1.3}
+    rounds = [
+        rnd(1, cand("a", 1, **flat)),
+        rnd(2, cand("b", 2, **flat), idle_roles=["Explorer"]),
+        rnd(3, cand("c", 3, **flat)),
+    ]
+    decision = decide("evolving", team, rounds, [s for s in signals(rounds) if s.name == "plateau"])
+    assert decision.actions == [] and "an Explorer added nothing lately" in decision.rationale
