@@ -207,7 +207,7 @@ def idle_role(rounds: Sequence[RoundRecord], config: SignalConfig) -> Signal | N
         return None
     return Signal(
         name="idle_role",
-        summary=f"{', '.join(idle)} produced nothing in the last {k} rounds",
+        summary=f"{', '.join(idle)} added nothing in the last {k} rounds",
         roles=idle,
         numbers={"rounds": float(k)},
     )
