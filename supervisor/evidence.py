@@ -112,7 +112,7 @@ def round_evidence(
             continue
         facts = _candidate_facts(candidate.record)
         facts["parent"] = candidate.parent
-        facts["diff"], facts["lines_added"], facts["lines_removed"] = _diff(state, candidate.parent, candidate.solution)
+        facts["diff"], facts["lines_added"], facts["lines_removed"] = _diff(state, candidate)
         items.append(EvidenceItem(id=f"candidate:{candidate.id}", kind="candidate", facts=facts))
     items += _agents(state, number)
     items += [EvidenceItem(id=signal_id(s), kind="signal", facts=s.model_dump(mode="json")) for s in found]
@@ -188,18 +188,25 @@ def _candidate_facts(record: CandidateRecord) -> dict[str, Any]:
     return facts
 
 
-def _diff(state: RunState, parent: str | None, solution: Mapping[str, Any]) -> tuple[list[str], int, int]:
+def source_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
+    """The unified diff (``a/`` and ``b/`` headers, lines without their ends) of two journaled solutions'
+    sources; ``before`` None: every line added."""
+    old = {s["path"]: s["content"] for s in (before or {}).get("sources", [])}
+    lines: list[str] = []
+    for source in after.get("sources", []):
+        path, content = source["path"], source["content"]
+        old_lines, new_lines = old.get(path, "").splitlines(), content.splitlines()
+        lines += difflib.unified_diff(old_lines, new_lines, f"a/{path}", f"b/{path}", lineterm="")
+    return lines
+
+
+def _diff(state: RunState, candidate: Candidate) -> tuple[list[str], int, int]:
     """The first changed lines of the candidate against its parent, and how many lines it adds and removes."""
-    chosen = state.candidates.get(parent or "")
-    before = chosen.solution if chosen is not None else state.start_solution  # the start: r00-start, or unknown
+    before = state.made_from(candidate)
     if before is None:
         return [], 0, 0
-    old = {s["path"]: s["content"] for s in before.get("sources", [])}
-    changed: list[str] = []
-    for source in solution.get("sources", []):
-        path, content = source["path"], source["content"]
-        lines = difflib.unified_diff(old.get(path, "").splitlines(), content.splitlines(), path, path, lineterm="")
-        changed += [ln for ln in lines if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---"))]
+    lines = source_diff(before, candidate.solution)
+    changed = [ln for ln in lines if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---"))]
     added = sum(1 for ln in changed if ln.startswith("+"))
     return changed[:DIFF_LINES], added, len(changed) - added
 
@@ -231,11 +238,8 @@ def _added_nothing(state: RunState, number: int, finished: AgentFinished) -> boo
 
 def _is_new(state: RunState, candidate: Candidate) -> bool:
     """Whether the candidate's content differs from its parent's (the start's where no parent was journaled)."""
-    parent = state.candidates.get(candidate.parent or "")
-    before = parent.solution if parent is not None else state.start_solution
-    if before is None:
-        return True
-    return _content(candidate.solution) != _content(before)
+    before = state.made_from(candidate)
+    return before is None or _content(candidate.solution) != _content(before)
 
 
 def _content(solution: Mapping[str, Any]) -> str:

@@ -14,7 +14,6 @@ finished is not run again (a resumed round).
 
 from __future__ import annotations
 
-import difflib
 import json
 import threading
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from evoteam.roles.tools.factory import ToolServices, build_toolbox
 from evoteam.roles.tools.profiling import TimingProfiler, render_report
 from evoteam.roles.workspace import Workspace
 from evoteam.supervisor.events import AgentFinished, AgentStep, Submitted
+from evoteam.supervisor.evidence import source_diff
 from evoteam.supervisor.reporting import step_line, submitted_line
 from evoteam.supervisor.services import RunContext
 from evoteam.supervisor.state import START_ID, Candidate, RunState
@@ -80,9 +80,8 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         if (number, agent_id) in state.finished_agents:
             return
         if review is not None:
-            parent_sha, parent = _parent_of(state, review, start)
-            workspace = seed_candidate(run, folder / agent_id, parent_sha, review)
-            given = f"{brief}\n\n{review_brief(run, parent_sha, review, parent)}".strip()
+            workspace = seed_candidate(run, folder / agent_id, _parent_commit(state, review, start), review)
+            given = f"{brief}\n\n{review_brief(state, review)}".strip()
         else:
             own = starts.get(role.name)
             if own is not None:
@@ -243,13 +242,10 @@ DIFF_LIMIT = 12_000
 """Characters of a candidate's diff a review brief holds; a longer diff is cut and says so."""
 
 
-def _parent_of(state: RunState, candidate: Candidate, start: str) -> tuple[str, Solution | None]:
-    """The commit and solution a candidate was made from: the candidate its role was started from, else the
-    round's start (commit ``start``)."""
-    chosen = state.candidates.get(candidate.parent or "")
-    if chosen is not None and chosen.sha is not None and chosen.id != state.best:
-        return chosen.sha, Solution.model_validate(chosen.solution)
-    return start, parent_solution(state)
+def _parent_commit(state: RunState, candidate: Candidate, start: str) -> str:
+    """The commit a candidate was made from: its parent's, else the round's start (commit ``start``)."""
+    parent = state.candidates.get(candidate.parent or "")
+    return parent.sha if parent is not None and parent.sha is not None else start
 
 
 def parent_solution(state: RunState) -> Solution | None:
@@ -258,34 +254,26 @@ def parent_solution(state: RunState) -> Solution | None:
     return Solution.model_validate(found) if found is not None else None
 
 
-def review_brief(run: RunContext, parent: str, candidate: Candidate, parent_build: Solution | None) -> str:
+def review_brief(state: RunState, candidate: Candidate) -> str:
     """What a reviewer is given about one candidate: its id, author and rationale, and its unified diff
-    against its parent (commit ``parent``), build settings (``parent_build``'s) included."""
-    solution = Solution.model_validate(candidate.solution)
-    after = {s.path: s.content for s in solution.sources}
-    lines: list[str] = []
-    for name, path in zip(kernel_files(run.task), run.paths(), strict=True):
-        before = run.store.read(parent, path).decode("utf-8", "replace")
-        lines += difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.get(name, "").splitlines(keepends=True),
-            f"a/{name}",
-            f"b/{name}",
-        )
-    if parent_build is not None:
-        before_spec = parent_build.spec.model_dump(mode="json")
-        after_spec = solution.spec.model_dump(mode="json")
+    against the solution it was made from (``RunState.made_from``), build settings included."""
+    before = state.made_from(candidate)
+    lines = source_diff(before, candidate.solution)
+    if before is not None:
+        before_spec, after_spec = before.get("spec", {}), candidate.solution.get("spec", {})
         lines += [
-            f"build setting {key}: {json.dumps(before_spec.get(key))} -> {json.dumps(value)}\n"
+            f"build setting {key}: {json.dumps(before_spec.get(key))} -> {json.dumps(value)}"
             for key, value in after_spec.items()
             if before_spec.get(key) != value
         ]
-    diff = "".join(lines) or "(no change: the candidate's files and build settings are its parent's)\n"
+    unchanged = "(no change: the candidate's files and build settings are its parent's)\n"
+    diff = "".join(f"{line}\n" for line in lines) or unchanged
     if len(diff) > DIFF_LIMIT:
         diff = diff[:DIFF_LIMIT] + f"\n... (cut: the diff has {len(diff)} characters)\n"
+    parent = candidate.parent or START_ID
     return (
         f"Review candidate {candidate.id} (by {candidate.role}): {candidate.rationale}\n"
-        f"Your workspace holds it. Its diff against its parent ({candidate.parent or parent[:10]}):\n"
+        f"Your workspace holds it. Its diff against its parent ({parent}):\n"
         f"```diff\n{diff}```\n"
         "A veto withdraws this candidate only."
     )

@@ -64,6 +64,11 @@ def signal_id(signal: Signal) -> str:
     return f"signal:{signal.name}"
 
 
+def _scoring(record: RoundRecord, geomean: float) -> list[str]:
+    """The candidates of the round whose geomean is ``geomean`` (its best, as ``RoundRecord.best`` found it)."""
+    return [c.id for c in record.candidates if c.geomean_speedup == geomean]
+
+
 def _best_so_far(rounds: Sequence[RoundRecord]) -> list[float]:
     """The running best geomean after each round (1.0 before any candidate passed: the baseline)."""
     best, out = 1.0, []
@@ -97,7 +102,7 @@ def regression(rounds: Sequence[RoundRecord], config: SignalConfig) -> Signal | 
     last, previous = rounds[-1].best(), max((r.best() or 0.0) for r in rounds[:-1])
     if last is None or previous <= 0 or last >= previous * (1 - config.min_gain):
         return None
-    ids = [c.id for c in rounds[-1].candidates if c.geomean_speedup == last]
+    ids = _scoring(rounds[-1], last)
     return Signal(
         name="regression",
         summary=f"round {rounds[-1].round}'s best {last:.3f}x is below the earlier best {previous:.3f}x",
@@ -223,7 +228,7 @@ def new_best(rounds: Sequence[RoundRecord], config: SignalConfig) -> Signal | No
     last = rounds[-1].best()
     if last is None or last <= before * (1 + config.min_gain):
         return None
-    ids = [c.id for c in rounds[-1].candidates if c.geomean_speedup == last]
+    ids = _scoring(rounds[-1], last)
     return Signal(
         name="new_best",
         summary=f"parallel round {rounds[-1].round} moved the best from {before:.3f}x to {last:.3f}x",

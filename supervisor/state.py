@@ -118,6 +118,12 @@ class RunState(BaseModel):
                 return finished.veto
         return None
 
+    def made_from(self, candidate: Candidate) -> dict[str, Any] | None:
+        """The solution the candidate was made from, as journaled: its parent's, or the start kernel's where
+        its parent is the start (or was not journaled)."""
+        parent = self.candidates.get(candidate.parent or "")
+        return parent.solution if parent is not None else self.start_solution
+
     def refused(self, round_number: int) -> bool:
         """Every agent that played the round stopped because the budget could not pay for its call."""
         played = self.round_agents.get(round_number, [])
