@@ -253,15 +253,7 @@ class KnowledgeStore:
 
     def query(self, kind: Kind | None = None, text: str | None = None, limit: int | None = None) -> list[Entry]:
         """Entries of ``kind`` whose title, body or evidence hold every word of ``text``; newest first."""
-        words = [w.lower() for w in (text or "").split()]
-        found = []
-        for entry in reversed(self.entries()):
-            if kind is not None and entry.kind != kind:
-                continue
-            haystack = f"{entry.title} {entry.body} {entry.evidence.text() if entry.evidence else ''}".lower()
-            if all(w in haystack for w in words):
-                found.append(entry)
-        return found[:limit] if limit is not None else found
+        return _select(self.entries(), kind, text, limit)
 
     def plan(self) -> Entry | None:
         plans = self.query(Kind.PLAN, limit=1)
@@ -269,16 +261,18 @@ class KnowledgeStore:
 
     def summary(self, limit: int = 20) -> str:
         """For prompts: the plan in force, then the newest strategies, failed attempts, observations and role
-        records, at most ``limit`` lines in all."""
+        records, at most ``limit`` lines in all (the store read once)."""
+        entries = self.entries()
         sections = []
-        plan = self.plan()
-        if plan is not None:
+        plans = _select(entries, Kind.PLAN, limit=1)
+        if plans:
+            plan = plans[0]
             sections.append(f"Current plan: {plan.title}" + (f"\n{plan.body}" if plan.body else ""))
         left = limit
         for kind in SUMMARY_KINDS:
             if left <= 0:
                 break
-            items = self.query(kind, limit=left)
+            items = _select(entries, kind, limit=left)
             if items:
                 sections.append(f"{TITLES[kind]}:\n" + "\n".join(e.line() for e in items))
                 left -= len(items)
@@ -343,6 +337,21 @@ def _append(path: Path, text: str, newline_first: bool) -> None:
         f.write(text.encode("utf-8"))
         f.flush()
         os.fsync(f.fileno())
+
+
+def _select(
+    entries: list[Entry], kind: Kind | None = None, text: str | None = None, limit: int | None = None
+) -> list[Entry]:
+    """``KnowledgeStore.query`` over entries already read."""
+    words = [w.lower() for w in (text or "").split()]
+    found = []
+    for entry in reversed(entries):
+        if kind is not None and entry.kind != kind:
+            continue
+        haystack = f"{entry.title} {entry.body} {entry.evidence.text() if entry.evidence else ''}".lower()
+        if all(w in haystack for w in words):
+            found.append(entry)
+    return found[:limit] if limit is not None else found
 
 
 def _lines(path: Path) -> list[str]:
