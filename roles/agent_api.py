@@ -12,7 +12,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoteam.gpu_bench.api import Solution
-from evoteam.roles.budget import TokenBudget
+from evoteam.roles.budget import Budget
 from evoteam.roles.llm import Usage
 from evoteam.roles.prompt import TaskPrompt
 from evoteam.roles.spec import RoleSpec
@@ -60,14 +60,14 @@ class AgentReport(BaseModel):
 
 @dataclass
 class AgentContext:
-    """Everything an agent may touch: its workspace, its tools (already narrowed to its role), the shared
-    budget, and where its submissions land (the submit tool appends to ``submissions``). ``task`` holds the
+    """Everything an agent may touch: its workspace, its tools (already narrowed to its role), the budget (in a
+    run, its role's share of the round: ``roles.budget.RoleShare``), and where its submissions land (the submit tool appends to ``submissions``). ``task`` holds the
     prompt variables of the kernel (``evoteam.roles.prompt.task_prompt``); agents that prompt a model need it."""
 
     assignment: Assignment
     workspace: Workspace
     toolbox: Toolbox
-    budget: TokenBudget
+    budget: Budget
     submissions: list[Submission]
     task: TaskPrompt | None = None
 

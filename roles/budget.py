@@ -2,12 +2,15 @@
 
 One ``TokenBudget`` is shared by every agent of a run and by the supervisor; it is thread-safe. Tokens are
 counted as the provider reports them (input + output + cache write + cache read); dollars come from a
-pricing table that is recorded with the run.
+pricing table that is recorded with the run. An agent sees it through a ``RoleShare``: its role's share of
+what the round started with, so that one role cannot spend what the team's shares give the others; a call
+over the share is refused like one over the total (``ShareExhausted`` is a ``BudgetExhausted``).
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +25,31 @@ class BudgetExhausted(Exception):
         self.needed = needed
         self.remaining = remaining
         self.who = who
+
+
+class ShareExhausted(BudgetExhausted):
+    """A call would not fit in what is left of its role's share of the round."""
+
+    def __init__(self, needed: int, remaining: int, who: str, role: str, cap: int) -> None:
+        Exception.__init__(
+            self,
+            f"{who}: the call needs up to {needed} tokens but {remaining} remain of {role}'s share of this round "
+            f"({cap} tokens)",
+        )
+        self.needed = needed
+        self.remaining = remaining
+        self.who = who
+
+
+class Budget(Protocol):
+    """What an agent may do with the budget: ask whether a call fits, pay for it, see what is left."""
+
+    @property
+    def remaining(self) -> int: ...
+
+    def check(self, needed: int, who: str = "") -> None: ...
+
+    def charge(self, usage: Usage, role: str, agent: str, model: str) -> None: ...
 
 
 class Price(BaseModel):
@@ -121,3 +149,46 @@ class TokenBudget:
 
     def usd(self) -> float:
         return sum(a.usd for a in self.accounts())
+
+
+class RoleShare:
+    """One role's share of a round: at most ``cap`` tokens, ``spent`` of them already (a resumed round's), on
+    top of the run's total. Every agent of the role in the round holds the same share; it is thread-safe."""
+
+    def __init__(self, budget: TokenBudget, role: str, cap: int, spent: int = 0) -> None:
+        if cap < 0 or spent < 0:
+            raise ValueError(f"a share cannot be negative: cap {cap}, spent {spent}")
+        self.budget, self.role, self.cap = budget, role, cap
+        self._lock = threading.Lock()
+        self._spent = spent
+
+    @property
+    def spent(self) -> int:
+        with self._lock:
+            return self._spent
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            own = max(0, self.cap - self._spent)
+        return min(own, self.budget.remaining)
+
+    def check(self, needed: int, who: str = "") -> None:
+        with self._lock:
+            own = max(0, self.cap - self._spent)
+        if needed > own:
+            raise ShareExhausted(needed, own, who or self.role, self.role, self.cap)
+        self.budget.check(needed, who)
+
+    def charge(self, usage: Usage, role: str, agent: str, model: str) -> None:
+        self.budget.charge(usage, role, agent, model)
+        with self._lock:
+            self._spent += usage.total
+
+
+def split(pool: int, shares: dict[str, float]) -> dict[str, int]:
+    """``pool`` tokens split in proportion to ``shares`` (each role's weight), rounded down."""
+    if any(w <= 0 for w in shares.values()):
+        raise ValueError(f"shares must be positive: {shares}")
+    total = sum(shares.values())
+    return {role: int(pool * w / total) for role, w in shares.items()} if total else {}

@@ -153,6 +153,7 @@ def round_evidence(
                 "tools": spec.tools,
                 "can_veto": spec.can_veto,
                 "in_team": name in team.roles,
+                "budget_share": team.budget_shares.get(name, spec.budget_share),
             },
         )
         for name, spec in roles.items()

@@ -9,7 +9,8 @@ candidate only. A team told to re-profile gets the round's start profiled first,
 does is journaled as it happens: its steps (``agent_event``, by the sink it was built with), its submissions
 (``submitted``, with their parent, by the submit tool of its toolbox, before the agent reads the result), its
 tokens (``tokens``, by the run's budget) and how it ended (``agent_finished``). An agent the journal says
-finished is not run again (a resumed round).
+finished is not run again (a resumed round). Each role spends from its share of the round (``role_shares``): a
+call over it is refused, and the agent stops for budget.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pydantic import BaseModel
 from evoteam.gpu_bench.api import BenchInputError, Constraints, KernelTask, Solution
 from evoteam.roles.agent import AgentEvent
 from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
-from evoteam.roles.budget import TokenBudget
+from evoteam.roles.budget import RoleShare, TokenBudget, split
 from evoteam.roles.builtin import parse_verdict
 from evoteam.roles.knowledge import Kind
 from evoteam.roles.prompt import task_prompt
@@ -71,6 +72,7 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         brief = "\n".join(part for part in (brief, reprofile(run, number, cache)) if part)
     starts = {role: state.candidates[c].sha for role, c in team.starts.items() if state.candidates[c].sha is not None}
     members = [(i, run.services.roles[name]) for i, name in enumerate(team.roles) if name in run.services.roles]
+    shares = role_shares(state, team, budget, number, [role for _, role in members])
     makers = [(i, role) for i, role in members if not role.can_veto]
     reviewers = [(i, role) for i, role in members if role.can_veto]
     shared = seed_workspace(run, folder / "team", start) if team.protocol == "sequential" else None
@@ -98,7 +100,12 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         toolbox = toolbox.wrapped("submit_candidate", lambda tool: JournaledSubmit(tool, made, run, number, parent_id))
         assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=given)
         context = AgentContext(
-            assignment=assignment, workspace=workspace, toolbox=toolbox, budget=budget, submissions=made, task=prompt
+            assignment=assignment,
+            workspace=workspace,
+            toolbox=toolbox,
+            budget=shares[role.name],
+            submissions=made,
+            task=prompt,
         )
         report = _run_agent(run, role, number, index, context)
         verdict = parse_verdict(report.final_text) if role.can_veto else None
@@ -132,6 +139,19 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         for index, role in reviewers:
             if not run.cancel_requested():
                 play(index, role, candidate)
+
+
+def role_shares(
+    state: RunState, team: Team, budget: TokenBudget, number: int, roles: list[RoleSpec]
+) -> dict[str, RoleShare]:
+    """Each role's share of what round ``number`` started with (the tokens left now plus what the round spent
+    before a resume), in proportion to its weight: the team's override (``Team.budget_shares``, which the
+    supervisor moves), else the role's own (``RoleSpec.budget_share``). What a role spent in the round before a
+    resume counts against its share."""
+    spent = {role: n for (r, role), n in state.role_tokens.items() if r == number}
+    pool = budget.remaining + sum(spent.values())
+    caps = split(pool, {r.name: team.budget_shares.get(r.name, r.budget_share) for r in roles})
+    return {name: RoleShare(budget, name, cap, spent.get(name, 0)) for name, cap in caps.items()}
 
 
 def _run_agent(run: RunContext, role: RoleSpec, number: int, index: int, context: AgentContext) -> AgentReport:

@@ -83,6 +83,8 @@ class RunState(BaseModel):
     """Tokens spent while each round was the last one started (its agents and the decision after it)."""
     agent_tokens: dict[tuple[int, str], int] = Field(default_factory=dict)
     """Tokens by (round last started, agent)."""
+    role_tokens: dict[tuple[int, str], int] = Field(default_factory=dict)
+    """Tokens by (round last started, role): what each role's share of a round has paid for."""
     agent_tools: dict[tuple[int, str], dict[str, int]] = Field(default_factory=dict)
     """Successful tool calls by (round, agent): how often each tool was used."""
     start: CandidateRecord | None = None
@@ -148,6 +150,7 @@ class RunState(BaseModel):
                 "tokens": dict(self.tokens),
                 "round_tokens": dict(self.round_tokens),
                 "agent_tokens": dict(self.agent_tokens),
+                "role_tokens": dict(self.role_tokens),
                 "agent_tools": {key: dict(used) for key, used in self.agent_tools.items()},
                 "profiled_rounds": set(self.profiled_rounds),
                 "knowledge_rounds": set(self.knowledge_rounds),
@@ -181,6 +184,7 @@ def apply(state: RunState, event: Event) -> None:
             current = state.rounds_started[-1] if state.rounds_started else 0
             state.round_tokens[current] = state.round_tokens.get(current, 0) + usage.total
             state.agent_tokens[(current, agent)] = state.agent_tokens.get((current, agent), 0) + usage.total
+            state.role_tokens[(current, role)] = state.role_tokens.get((current, role), 0) + usage.total
         case AgentStep(round=number, tool=tool, is_error=is_error, agent_id=agent_id):
             if tool is not None and not is_error:
                 used = state.agent_tools.setdefault((number, agent_id), {})

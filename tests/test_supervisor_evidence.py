@@ -102,4 +102,5 @@ def test_the_evidence_names_every_item_and_the_candidates_diffs() -> None:
     agent = items["agent:1/optimizer-0"].facts
     assert agent["tools"] == {"evaluate": 2} and agent["tokens"] == 100 and agent["submissions"] == 1
     assert items["role:Explorer"].facts["in_team"] and not items["role:Debugger"].facts["in_team"]
+    assert items["role:Debugger"].facts["budget_share"] == 0.7  # the role's own weight (the team overrides none)
     assert evidence.ids() == set(items)

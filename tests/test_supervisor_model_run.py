@@ -6,6 +6,7 @@ usage the server recorded."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from evoteam.roles.backends.anthropic_api import estimate_tokens
 from evoteam.roles.backends.fake_messages_script import FakeReply, text, tool_use
 from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
 from evoteam.roles.backends.fake_prompt_cache import request_tokens
-from evoteam.roles.builtin import parse_verdict
+from evoteam.roles.builtin import builtin_role, parse_verdict
 
 pytestmark = pytest.mark.integration
 
@@ -396,44 +397,63 @@ def test_every_call_is_charged_once_the_supervisors_included(full_run: ModelRun)
 
 VERBOSE = 3600
 """Output tokens of each agent reply in the budget run (within the agents' max_tokens of 4096)."""
-MARGIN = 300
-"""Slack over what call k needs: covers the few tokens by which timing numbers in tool results vary."""
+SLACK = 2000
+"""What the Debugger's share holds beyond what its submission (call k) needs: covers the few tokens by which
+timing numbers in tool results vary, and is less than its next call needs."""
+ROUND_ONE = ("Profiling Scientist", "Optimizer", "Debugger", "Knowledge Integrator")
 
 
-def test_the_budget_is_a_hard_total_and_a_spent_budget_stops_the_run(full_run: ModelRun, tmp_path: Path) -> None:
-    # The budget run sends what the full run sent until its budget is spent, each agent call costing its input
-    # plus VERBOSE output tokens. Its budget pays for every call up to the Debugger's submission (call k) and
-    # leaves less than any later call needs, and less than the run's minimum to go on.
-    k = next(i for i, b in enumerate(full_run.bodies) if speaker(b) == ("Debugger", 1, 3))
-    before = sum(request_tokens(b) + VERBOSE for b in full_run.bodies[:k])
-    budget = before + estimate_tokens(full_run.bodies[k]) + full_run.bodies[k]["max_tokens"] + MARGIN
+def cost(body: dict[str, Any]) -> int:
+    """What a call of the budget run costs: its input plus VERBOSE output tokens."""
+    return request_tokens(body) + VERBOSE
+
+
+def test_each_role_spends_within_its_share_and_the_total_holds(full_run: ModelRun, tmp_path: Path) -> None:
+    # Round 1 splits the budget between the four roles by their shares (0.6, 1.0, 0.7, 0.3). The budget is set so
+    # that the Debugger's share pays for its calls through its submission (call k) and not the next one; the
+    # Optimizer's share (1/0.7 of it) then pays for its first five calls (through writing the broken tree
+    # reduction) and not its sixth (submitting it), so the Debugger finds the compile error in the workspace.
+    weights = {role: builtin_role(role).budget_share for role in ROUND_ONE}
+    calls = {role: [b for b in full_run.bodies if speaker(b) in {(role, 1, t) for t in range(9)}] for role in weights}
+    mine = calls["Debugger"]
+    share = sum(cost(b) for b in mine[:3]) + estimate_tokens(mine[3]) + mine[3]["max_tokens"] + SLACK
+    budget = math.ceil(share * sum(weights.values()) / weights["Debugger"])
+    caps = {role: int(budget * w / sum(weights.values())) for role, w in weights.items()}
+    optimizer = calls["Optimizer"]
+    needs = [sum(cost(b) for b in optimizer[:i]) + estimate_tokens(optimizer[i]) + 4096 for i in (4, 5)]
+    assert needs[0] <= caps["Optimizer"] < needs[1], (needs, caps)  # the calibration above holds
+
     run = model_run(tmp_path / "repo", budget, verbose=VERBOSE)
     shown = run.shown
     assert run.team.surprises == []
-    assert shown["finished"] == "budget" and [r["round"] for r in shown["rounds"]] == [1]
-    assert len(run.bodies) == k + 1  # the calls through the Debugger's submission, none after
-    assert [speaker(b) for b in run.bodies] == [speaker(b) for b in full_run.bodies[: k + 1]]
     assert_every_call_fit(run)
-    left = budget - shown["tokens"]
-    assert 0 <= left < 2_000  # MIN_CALL_TOKENS of supervisor/loop.py: below it the run stops for budget
+    sent = [speaker(b) for b in run.bodies]
+    assert [t for r, n, t in filter(None, sent) if (r, n) == ("Optimizer", 1)] == [0, 1, 2, 3, 4]
+    assert [t for r, n, t in filter(None, sent) if (r, n) == ("Debugger", 1)] == [0, 1, 2, 3]
 
-    # what was made before the budget ran out is all there: evaluated and committed
-    assert [c["record"]["status"] for c in shown["candidates"]] == ["PASSED", "COMPILE_ERROR", "PASSED"]
-    assert all(c["sha"] for c in shown["candidates"]) and shown["best"] is not None
-
-    # each refused call was refused before it was sent, for what it needed against what was left
-    stops = {a["role"]: a for a in run.of_kind("agent_finished")}
-    assert {r: a["stop"] for r, a in stops.items()} == {
-        "Profiling Scientist": "end_turn",
-        "Optimizer": "end_turn",
-        "Debugger": "budget",
-        "Knowledge Integrator": "budget",
-    }
-    for role in ("Debugger", "Knowledge Integrator"):
-        refused = re.search(r"needs up to (\d+) tokens but (\d+) remain", stops[role]["error"])
+    # within round 1, every call a role sent fit in what its share had left; the refused ones did not
+    spent = dict.fromkeys(weights, 0)
+    for body, usage in zip(run.bodies, run.usages, strict=True):
+        who = speaker(body)
+        if who is None or who[1] != 1:
+            continue
+        assert spent[who[0]] + estimate_tokens(body) + body["max_tokens"] <= caps[who[0]], who
+        spent[who[0]] += total(usage)
+    stops = {a["role"]: a for a in run.of_kind("agent_finished") if a["round"] == 1}
+    for role in ("Optimizer", "Debugger"):
+        assert stops[role]["stop"] == "budget"
+        refused = re.search(rf"needs up to (\d+) tokens but (\d+) remain of {role}'s share of this round \((\d+)",
+                            stops[role]["error"])  # fmt: skip
         assert refused is not None, stops[role]["error"]
-        assert int(refused.group(2)) == left < int(refused.group(1))
-    assert "Knowledge Integrator" not in {role_of(b) for b in run.bodies}
-    [decision] = shown["decisions"]
-    assert decision["source"] == "rules" and "no model call, the budget cannot pay for it" in decision["rationale"]
-    assert "Supervisor" not in {t["role"] for t in run.of_kind("tokens")}
+        assert int(refused.group(2)) == caps[role] - spent[role] < int(refused.group(1))
+        assert int(refused.group(3)) == caps[role]
+
+    # what was made before the shares ran out is all there: evaluated and committed; the unsubmitted broken
+    # kernel was the Debugger's to repair
+    made = [c for c in shown["candidates"] if c["record"]["round"] == 1]
+    assert [(c["record"]["role"], c["record"]["status"]) for c in made] == [
+        ("Optimizer", "PASSED"),
+        ("Debugger", "PASSED"),
+    ]
+    assert all(c["sha"] for c in shown["candidates"]) and shown["best"] is not None
+    assert shown["tokens"] <= budget

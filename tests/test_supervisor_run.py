@@ -16,15 +16,18 @@ from evoteam.gpu_bench.schema import Solution
 from evoteam.gpu_bench.task import KernelTask
 from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.backends.scripted import ScriptedLLM, text
+from evoteam.roles.budget import BudgetExhausted, ShareExhausted, TokenBudget
+from evoteam.roles.builtin import builtin_role
 from evoteam.roles.knowledge import Kind, KnowledgeStore
-from evoteam.roles.llm import Reply, Request
+from evoteam.roles.llm import Reply, Request, Usage
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
 from evoteam.supervisor.config import RunConfig
 from evoteam.supervisor.events import AgentFinished, Committed, DecisionMade, Evaluated, RoundStarted, Submitted
 from evoteam.supervisor.git_store import GitStore
 from evoteam.supervisor.loop import RunServices, Supervisor
-from evoteam.supervisor.state import fold
+from evoteam.supervisor.round_play import role_shares
+from evoteam.supervisor.state import RunState, fold
 from evoteam.supervisor.team import Team
 
 pytestmark = pytest.mark.integration
@@ -382,3 +385,54 @@ def test_a_team_told_to_reprofile_sees_the_profile_of_its_start(repo: Path, eval
     [note] = [e for e in KnowledgeStore(repo, "scale_add").entries() if e.kind == Kind.HARDWARE]
     assert note.title == "re-profile of r00-start before round 1" and note.role == "Supervisor"
     assert state.rounds_finished[0].profiled
+
+
+class Spender:
+    """A model-backed agent that pays 1000 tokens a call until a call is refused."""
+
+    def run(self, context: AgentContext) -> AgentReport:
+        a = context.assignment
+        calls = 0
+        while True:
+            try:
+                context.budget.check(1000, f"{a.role.name}/{a.agent_id}")
+            except BudgetExhausted as exc:
+                return AgentReport(role=a.role.name, agent_id=a.agent_id, turns=calls, stop="budget", error=str(exc))
+            context.budget.charge(Usage(input_tokens=1000), a.role.name, a.agent_id, "scripted")
+            calls += 1
+
+
+def test_each_role_spends_no_more_than_its_share_of_the_round(repo: Path, evaluator: Evaluator) -> None:
+    task = scale_add_task(source=repo / "kernel.cpp")
+    run_services = services(task, evaluator)
+    run_services.agents = lambda role, round_number, index, sink, stop: Spender()
+    supervisor = Supervisor(repo, "run-s", run_services)
+    # the fixed team's shares (Profiling Scientist 0.6, Optimizer 1.0, Debugger 0.7, Knowledge Integrator 0.3)
+    # split 26 500 tokens 6115 / 10 192 / 7134 / 3057: each role stops at the last whole call its share pays for
+    config = RunConfig(run="run-s", kernel="scale_add", config=str(repo), rounds=1, budget=26_500, llm="anthropic")
+    supervisor.start(config.model_copy(update={"mode": "fixed"}))
+    state = supervisor.run()
+    spent = {role: n for (_, role), n in state.role_tokens.items()}
+    assert spent == {"Profiling Scientist": 6000, "Optimizer": 10_000, "Debugger": 7000, "Knowledge Integrator": 3000}
+    stops = {a.role: a for a in state.round_agents[1]}
+    assert all(a.stop == "budget" for a in stops.values())
+    assert stops["Optimizer"].error is not None
+    assert "remain of Optimizer's share of this round (10192 tokens)" in stops["Optimizer"].error
+
+
+def test_a_moved_share_is_what_the_role_may_spend_and_a_resumed_round_counts_what_was_spent() -> None:
+    team = Team(roles=["Optimizer", "Debugger"], budget_shares={"Optimizer": 1.5, "Debugger": 0.5})
+    budget = TokenBudget(20_000)
+    roles = [builtin_role("Optimizer"), builtin_role("Debugger")]
+    found = role_shares(RunState(), team, budget, 1, roles)
+    assert {r: s.cap for r, s in found.items()} == {"Optimizer": 15_000, "Debugger": 5000}
+    found["Debugger"].charge(Usage(input_tokens=4500), "Debugger", "debugger-1", "scripted")
+    with pytest.raises(ShareExhausted, match="needs up to 1000 tokens but 500 remain of Debugger's share"):
+        found["Debugger"].check(1000, "Debugger/debugger-1")
+    found["Optimizer"].check(14_000)  # the other role's share is untouched
+    assert budget.spent == 4500 and found["Optimizer"].remaining == 15_000
+
+    # resumed after the Debugger's 4500 tokens: the round's pool is what it was, and the Debugger's share spent
+    state = RunState(role_tokens={(1, "Debugger"): 4500, (0, "Optimizer"): 999})
+    again = role_shares(state, team, budget, 1, roles)
+    assert {r: (s.cap, s.spent) for r, s in again.items()} == {"Optimizer": (15_000, 0), "Debugger": (5000, 4500)}
