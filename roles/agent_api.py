@@ -61,8 +61,9 @@ class AgentReport(BaseModel):
 @dataclass
 class AgentContext:
     """Everything an agent may touch: its workspace, its tools (already narrowed to its role), the budget (in a
-    run, its role's share of the round: ``roles.budget.RoleShare``), and where its submissions land (the submit tool appends to ``submissions``). ``task`` holds the
-    prompt variables of the kernel (``evoteam.roles.prompt.task_prompt``); agents that prompt a model need it."""
+    run, its role's share of the round: ``roles.budget.RoleShare``), and where its submissions land (the submit
+    tool appends to ``submissions``). ``task`` holds the prompt variables of the kernel
+    (``evoteam.roles.prompt.task_prompt``); agents that prompt a model need it."""
 
     assignment: Assignment
     workspace: Workspace

@@ -47,6 +47,9 @@ class Budget(Protocol):
     @property
     def remaining(self) -> int: ...
 
+    @property
+    def pricing(self) -> PricingTable: ...
+
     def check(self, needed: int, who: str = "") -> None: ...
 
     def charge(self, usage: Usage, role: str, agent: str, model: str) -> None: ...
@@ -166,6 +169,10 @@ class RoleShare:
     def spent(self) -> int:
         with self._lock:
             return self._spent
+
+    @property
+    def pricing(self) -> PricingTable:
+        return self.budget.pricing
 
     @property
     def remaining(self) -> int:

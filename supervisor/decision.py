@@ -10,6 +10,7 @@ a start from a candidate that does not exist). Decisions are shown to users as r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -111,8 +112,8 @@ class MoveBudget(_Action):
     action: Literal["move_budget"] = "move_budget"
     source: str = Field(alias="from")
     to: str
-    fraction: float = Field(gt=0, le=1)
-    """The part of ``source``'s share that moves to ``to``."""
+    fraction: float = Field(gt=0, lt=1)
+    """The part of ``source``'s share that moves to ``to`` (less than all: a role leaves by ``remove_role``)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -194,8 +195,11 @@ def apply(
     candidates: set[str] | None = None,
     notes: set[str] | None = None,
     verified: set[str] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> Team:
     """The team after ``decision``; ``known_roles`` are the role names that can be added (built-in and user),
+    ``weights`` their own budget shares (``RoleSpec.budget_share``; 1.0 where not given), from which a moved
+    share starts,
     ``candidates`` the committed candidates a role may start from, ``notes`` the knowledge entries' ids,
     ``verified`` the candidates that passed with an interval over the start above 1 (each None: not
     checked). Starting points last one round; briefs stay until changed. Actions on notes change no team:
@@ -249,11 +253,10 @@ def apply(
             case MoveBudget(source=source, to=to, fraction=fraction):
                 if source not in roles or to not in roles:
                     raise DecisionError(f"cannot move budget from {source} to {to}: both must be in the team {roles}")
-                moved = shares.get(source, 1.0) * fraction
-                shares[source] = shares.get(source, 1.0) - moved
-                shares[to] = shares.get(to, 1.0) + moved
-                if shares[source] <= 0:
-                    shares.pop(source)
+                own = weights or {}
+                moved = shares.get(source, own.get(source, 1.0)) * fraction
+                shares[source] = shares.get(source, own.get(source, 1.0)) - moved
+                shares[to] = shares.get(to, own.get(to, 1.0)) + moved
             case SetBrief(role=role, brief=brief):
                 if role not in roles:
                     raise DecisionError(f"cannot brief {role}: not in the team {roles}")

@@ -60,7 +60,8 @@ def finish_round(run: RunContext, number: int, config: RunConfig, budget: TokenB
             round=number,
         )
     enact_knowledge_policy(run, decision, number)
-    next_team = apply(team, decision, known, committed(state), note_ids(run), verified(state))
+    weights = {name: spec.budget_share for name, spec in run.services.roles.items()}
+    next_team = apply(team, decision, known, committed(state), note_ids(run), verified(state), weights)
     run.log.record(TeamChanged(team=next_team))
     spent = state.round_tokens.get(number, 0)  # the supervisor's own call counts in its round
     run.log.record(RoundFinished(record=record.model_copy(update={"tokens": spent})))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from evoteam.roles.builtin import builtin_roles
 from evoteam.supervisor.decision import (
     Action,
     AddRole,
@@ -96,7 +97,8 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
             case "budget_burn_without_candidates":
                 others = [r for r in team.roles if r != "Optimizer"]
                 if "Optimizer" in team.roles and others:
-                    busiest = max(others, key=lambda r: team.budget_shares.get(r, 1.0))
+                    own = {name: spec.budget_share for name, spec in builtin_roles().items()}
+                    busiest = max(others, key=lambda r: team.budget_shares.get(r, own.get(r, 1.0)))
                     actions.append(MoveBudget.model_validate({"from": busiest, "to": "Optimizer", "fraction": 0.5}))
                     reasons.append(f"{signal.summary} → half of {busiest}'s share goes to the Optimizer")
         for action in actions[answered:]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from evoteam.gpu_bench.schema import EvaluationStatus as S
 from evoteam.supervisor.decision import (
@@ -155,6 +156,11 @@ def test_rules_answer_each_signal_with_the_role_the_design_names() -> None:
     burn = [rnd(1, tokens=10_000)]
     after = apply(burn_team, decide("evolving", burn_team, burn, signals(burn)), KNOWN)
     assert after.budget_shares == {"Debugger": 0.5, "Optimizer": 1.5}
+    weights = {"Optimizer": 1.0, "Debugger": 0.7}  # the roles' own shares: half of the Debugger's 0.7 moves
+    after = apply(burn_team, decide("evolving", burn_team, burn, signals(burn)), KNOWN, weights=weights)
+    assert after.budget_shares == pytest.approx({"Debugger": 0.35, "Optimizer": 1.35})
+    with pytest.raises(ValidationError):  # all of a share cannot move: a role leaves by remove_role
+        MoveBudget.model_validate({"from": "Debugger", "to": "Optimizer", "fraction": 1.0})
 
 
 def test_fixed_and_single_teams_never_change() -> None:
