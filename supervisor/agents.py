@@ -1,11 +1,13 @@
 """Which agent plays a role: the backend's agent with a model; offline, a small tool-driven agent per role.
 
-Offline there is no model. Roles that write and submit code (Optimizer, Debugger, Explorer) are the offline knob
-tuner, each round with its own seed so rounds explore different configs; the others are the rule-based agents of
-``roles.offline.roles``, chosen by what the role may do: a role that can veto is the Disciplinarian, one with
-``profile`` the Profiling Scientist, one with ``evaluate`` the Reviewer, one with only the knowledge tools the
-Knowledge Integrator. A role that fits none sits the round out (the journal says so). Every agent is built with
-the round's event sink and cancel check as constructor arguments (nothing is set on an agent after it is made).
+Offline there is no model. Roles that write and submit code are the offline knob tuner, each round with its own
+seed, each built-in role with its own strategy (``roles.offline.strategies``: the Optimizer climbs from the
+best so far, the Explorer probes configs far from it, the Debugger repairs only what fails); the others are
+the rule-based agents of ``roles.offline.roles``, chosen by what the role may do: a role that can veto is the
+Disciplinarian, one with ``profile`` the Profiling Scientist, one with ``evaluate`` the Reviewer, one with only
+the knowledge tools the Knowledge Integrator. A role that fits none sits the round out (the journal says so).
+Every agent is built with the round's event sink and cancel check as constructor arguments (nothing is set on
+an agent after it is made).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def backend_factory(
         if backend == "offline":
             if set(role.tools) >= _WRITERS:
                 from evoteam.roles.offline.agent import OfflineTunerAgent
+                from evoteam.roles.offline.strategies import STRATEGIES
 
                 return OfflineTunerAgent.for_task(
                     task,
@@ -39,6 +42,7 @@ def backend_factory(
                     seed=seed + 1000 * round_number + index,
                     on_event=sink,
                     should_stop=stop,
+                    strategy=STRATEGIES.get(role.name, "search"),
                 )
             return offline_role(role, sink)
         if backend == "anthropic":

@@ -212,8 +212,10 @@ def _diff(state: RunState, candidate: Candidate) -> tuple[list[str], int, int]:
     return changed[:DIFF_LINES], added, len(changed) - added
 
 
-PRODUCTIVE_TOOLS = frozenset({"compile", "evaluate", "profile", "write_note", "submit_candidate"})
-"""Tools whose use leaves evidence behind: a role whose agents used none of them (and reviewed nothing) idled."""
+PRODUCTIVE_TOOLS = frozenset({"profile", "write_note", "submit_candidate"})
+"""Tools whose use leaves evidence behind (a profile the round records, a note, a candidate): a role whose agents
+used none of them (and reviewed nothing) idled. A compile or an evaluation whose result the agent kept to
+itself leaves none: every candidate is evaluated by the harness anyway."""
 
 
 def idle_roles(state: RunState, number: int) -> list[str]:

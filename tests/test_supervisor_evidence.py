@@ -69,6 +69,7 @@ def events() -> list[Event]:
         submitted("r01-explorer-1-b", "Explorer", "explorer-1", SAME),  # the start again: adds nothing
         step("profiling-scientist-2", "Profiling Scientist", "profile"),
         step("reviewer-3", "Reviewer", "view"),  # read-only: no evidence left behind
+        step("reviewer-3", "Reviewer", "evaluate"),  # nor does an evaluation it kept to itself
         AgentFinished(round=1, agent="optimizer-0", role="Optimizer", stop="end_turn", submissions=1),
         AgentFinished(round=1, agent="explorer-1", role="Explorer", stop="end_turn", submissions=1),
         AgentFinished(round=1, agent="profiling-scientist-2", role="Profiling Scientist", stop="end_turn"),

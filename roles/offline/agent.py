@@ -21,7 +21,8 @@ from evoteam.roles.agent import AgentEvent, EventSink
 from evoteam.roles.agent_api import AgentContext, AgentReport, StopReason
 from evoteam.roles.llm import Usage
 from evoteam.roles.offline.knobs import Knob, Value, apply, current_config, describe, find_knobs
-from evoteam.roles.offline.search import Config, Search, Space
+from evoteam.roles.offline.search import Config, Space
+from evoteam.roles.offline.strategies import StrategyName, proposer
 from evoteam.roles.tools.base import ToolResult
 
 MARK = "offline tuner"
@@ -36,9 +37,11 @@ class _Stop(Exception):
 
 
 class OfflineTunerAgent:
-    """``max_evaluations`` configs at most (the source's own values first), within ``max_wall_s`` seconds.
-    ``source`` is the workspace path of the kernel file (default: the task prompt's ``entry_file``), ``knobs``
-    the task's declared knobs, ``cuda`` whether thread-count domains are CUDA's (default: from the task prompt)."""
+    """``max_evaluations`` configs at most, within ``max_wall_s`` seconds, proposed by ``strategy``
+    (``roles.offline.strategies``: ``search`` the budgeted search, the source's own values first; ``local``
+    hill climbing from them; ``explore`` configs far from them; ``repair`` only when they fail). ``source`` is
+    the workspace path of the kernel file (default: the task prompt's ``entry_file``), ``knobs`` the task's
+    declared knobs, ``cuda`` whether thread-count domains are CUDA's (default: from the task prompt)."""
 
     def __init__(
         self,
@@ -52,6 +55,7 @@ class OfflineTunerAgent:
         clock: Callable[[], float] = time.monotonic,
         on_event: EventSink | None = None,
         should_stop: Callable[[], bool] | None = None,
+        strategy: StrategyName = "search",
     ) -> None:
         if max_evaluations < 1:
             raise ValueError(f"max_evaluations must be at least 1, got {max_evaluations}")
@@ -64,6 +68,7 @@ class OfflineTunerAgent:
         self.clock = clock
         self.on_event = on_event
         self.should_stop = should_stop
+        self.strategy = strategy
 
     @classmethod
     def for_task(cls, task: KernelTask, max_evaluations: int = 24, seed: int = 0, **options: Any) -> OfflineTunerAgent:
@@ -113,7 +118,7 @@ class _Run:
     def tune(self, path: str, original: str, knobs: list[Knob], space: Space) -> AgentReport:
         agent = self.agent
         start = current_config(knobs)
-        search = Search(space, min(agent.max_evaluations, space.size), seed=agent.seed, starts=[start])
+        search = proposer(agent.strategy, space, min(agent.max_evaluations, space.size), start, agent.seed)
         known = self.known_failures(space)
         for failed in known:
             search.forbid(failed)
@@ -146,6 +151,11 @@ class _Run:
             return self.finish(stop, text)
         winner, score, data = results[describe(best.config)]
         baseline = results.get(describe(start))
+        if winner == start and agent.strategy != "search":  # nothing better than what it was given: no candidate
+            self.call("write", {"path": path, "content": original}, required=True)
+            what = "nothing to repair: it passes" if agent.strategy == "repair" else "no config beat it"
+            text = f"the kernel as given ({describe(start)}, {score:.3f}x geomean): {what}"
+            return self.finish(stop, f"{text} ({search.evaluations} configs evaluated); nothing submitted")
         self.note_best(winner, score, data, baseline, search.evaluations, sorted(results.values(), key=lambda r: -r[1]))
         self.call("write", {"path": path, "content": apply(original, winner, knobs)}, required=True)
         own = f"; source's own values {baseline[1]:.3f}x" if baseline else ""
