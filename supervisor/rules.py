@@ -79,6 +79,8 @@ def decide(mode: TeamMode, team: Team, rounds: Sequence[RoundRecord], found: Seq
                 if any("Explorer" in r.idle_roles for r in rounds[-2:]):
                     reasons.append(f"{signal.summary}; an Explorer added nothing lately: not added again")
                     continue
+                if "Explorer" in roles and team.protocol != "parallel":
+                    reasons.append(f"{signal.summary} → the Explorer works beside the Optimizer again, in parallel")
                 add("Explorer", None, f"{signal.summary} → an Explorer tries a different design beside the Optimizer")
                 if team.protocol != "parallel":
                     actions.append(SetProtocol(protocol="parallel"))

@@ -357,3 +357,40 @@ def test_a_broken_evaluate_tool_stops_it_with_the_source_restored(tmp_path: Path
 def test_duplicate_declared_values_are_an_error_report(tmp_path: Path) -> None:
     report, _ = tune(Fakes(), tmp_path, knobs={"BLOCK": [64, 64]})
     assert report.error is not None and "distinct values" in report.error
+
+
+def at(block: int, unroll: int) -> str:
+    return KERNEL.replace("#define BLOCK 256", f"#define BLOCK {block}").replace(
+        "#define UNROLL 2", f"#define UNROLL {unroll}"
+    )
+
+
+@pytest.mark.unit
+def test_a_climb_that_beats_nothing_submits_nothing_and_a_later_climb_skips_what_it_tried(tmp_path: Path) -> None:
+    fakes = Fakes(source=at(128, 4))  # the landscape's peak: no neighbour beats it
+    report, submissions = tune(fakes, tmp_path, max_evaluations=4, strategy="local")
+    assert submissions == [] and "no config beat it" in report.final_text and fakes.files["k.cpp"] == at(128, 4)
+    assert fakes.evaluated[0] == at(128, 4)  # the kernel as given, then its one-knob neighbours
+    [tried] = fakes.notes
+    assert (
+        tried.kind == "failed_attempt"
+        and tried.title == "offline tuner: 3 config(s) tried from BLOCK=128 UNROLL=4, none faster"
+    )
+    first = set(fakes.evaluated[1:])
+    fakes.evaluated.clear()
+    tune(fakes, tmp_path, max_evaluations=4, strategy="local")
+    assert fakes.evaluated[0] == at(128, 4) and not set(fakes.evaluated) & first  # the next neighbours instead
+
+
+@pytest.mark.unit
+def test_the_debugger_leaves_a_passing_kernel_alone_and_repairs_a_failing_one(tmp_path: Path) -> None:
+    fakes = Fakes()
+    report, submissions = tune(fakes, tmp_path, max_evaluations=6, strategy="repair")
+    assert submissions == [] and "nothing to repair" in report.final_text and fakes.evaluated == [KERNEL]
+    assert fakes.notes == []
+
+    broken = Fakes(source=at(1024, 2))  # does not compile; its nearest neighbour that passes is BLOCK=512
+    report, submissions = tune(broken, tmp_path, max_evaluations=6, strategy="repair")
+    [repaired] = submissions
+    assert knob(repaired.solution.sources[0].content, "BLOCK") < 1024
+    assert broken.evaluated[0] == at(1024, 2) and len(broken.evaluated) <= 3  # the first passing config wins

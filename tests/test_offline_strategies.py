@@ -52,17 +52,17 @@ def test_local_search_takes_two_steps_from_a_local_optimum_and_skips_known_failu
     assert any(abs(SPACE.key(c)[0] - 1) == 2 for c in asked)  # then two steps
 
 
-def test_the_explorer_probes_far_from_what_it_was_given_and_never_retimes_it() -> None:
+def test_the_explorer_probes_far_from_what_it_was_given() -> None:
     asked = drive(FarProbe(SPACE, 6, START, seed=3), slope)
-    assert START not in asked and len(asked) == len({tuple(c.values()) for c in asked}) == 6
-    assert asked[0] == {"MR": 8, "NR": 8, "lanes": 32}  # the farthest config of the space
+    assert asked[0] == START and len(asked) == len({tuple(c.values()) for c in asked}) == 6  # what to beat
+    assert asked[1] == {"MR": 8, "NR": 8, "lanes": 32}  # the farthest config of the space
     local = drive(LocalSearch(SPACE, 6, START), slope)
 
     def spread(configs: list[Config]) -> float:
         keys = [SPACE.key(c) for c in configs]
         return sum(sum(abs(a - b) for a, b in zip(k, SPACE.key(START), strict=True)) for k in keys) / len(keys)
 
-    assert spread(asked) > 2 * spread(local)
+    assert spread(asked[1:]) > 2 * spread(local[1:])
     assert drive(FarProbe(SPACE, 6, START, seed=3), slope) == asked  # deterministic given the seed
 
 

@@ -151,6 +151,9 @@ def test_rules_answer_each_signal_with_the_role_the_design_names() -> None:
     flat = [rnd(1, cand("a", 1, speedup=1.3)), rnd(2, cand("b", 2, speedup=1.3)), rnd(3, cand("c", 3, speedup=1.3))]
     after = apply(team, decide("evolving", team, flat, signals(flat)), KNOWN)
     assert after.roles == ["Optimizer", "Explorer"] and after.protocol == "parallel"
+    back = decide("evolving", Team(roles=["Optimizer", "Explorer"]), flat, signals(flat))  # a pipeline again
+    assert back.actions == [SetProtocol(protocol="parallel", cites=["signal:plateau"])]
+    assert "the Explorer works beside the Optimizer again, in parallel" in back.rationale
 
     burn_team = Team(roles=["Optimizer", "Debugger"])
     burn = [rnd(1, tokens=10_000)]

@@ -3,7 +3,10 @@
 It reads the kernel with ``view``, finds its knobs, and for each config the search proposes writes the rewritten
 source (``write``) and runs ``evaluate`` (score: geomean speedup; any other status than PASSED is a failure).
 Configs the knowledge store records as failed are skipped; new failures are recorded as ``failed_attempt``
-notes, the best config as a ``strategy`` note; the best is written back and submitted. Every action goes
+notes, the best config as a ``strategy`` note; the best is written back and submitted. A role's strategy
+(``strategies``) other than the plain search submits nothing when no config beat the one it was given (the
+kernel as it found it); the climb and the probes then record what they tried as one ``failed_attempt`` note,
+so that later rounds skip those configs. Every action goes
 through ``context.toolbox``, so it is confined and journaled like any other agent. It spends no tokens: the
 shared budget is never charged, and the report's usage is zero.
 """
@@ -154,6 +157,8 @@ class _Run:
         if winner == start and agent.strategy != "search":  # nothing better than what it was given: no candidate
             self.call("write", {"path": path, "content": original}, required=True)
             what = "nothing to repair: it passes" if agent.strategy == "repair" else "no config beat it"
+            if agent.strategy != "repair":
+                self.note_tried(start, score, [r for r in results.values() if r[0] != start])
             text = f"the kernel as given ({describe(start)}, {score:.3f}x geomean): {what}"
             return self.finish(stop, f"{text} ({search.evaluations} configs evaluated); nothing submitted")
         self.note_best(winner, score, data, baseline, search.evaluations, sorted(results.values(), key=lambda r: -r[1]))
@@ -221,6 +226,16 @@ class _Run:
         top = "\n".join(f"- {describe(c)}: {s:.3f}x" for c, s, _ in ranked[:5])
         body = f"config: {json.dumps(config)}\n{evaluations} configs evaluated; the best ones:\n{top}"
         self.note("strategy", title, body, data, "PASSED")
+
+    def note_tried(self, start: Config, score: float, tried: list[tuple[Config, float, dict[str, Any]]]) -> None:
+        """Records the configs tried around ``start`` that did not beat it, one ``config:`` line each, so that
+        later rounds (this role's and the others') skip them as known failures."""
+        if not tried or "write_note" not in self.context.toolbox:
+            return
+        title = _clip(f"{MARK}: {len(tried)} config(s) tried from {describe(start)}, none faster", 200)
+        lines = [f"config: {json.dumps(c)} {s:.3f}x geomean" for c, s, _ in sorted(tried, key=lambda r: -r[1])]
+        body = f"{describe(start)} itself: {score:.3f}x geomean (measured in the same round)\n" + "\n".join(lines)
+        self.call("write_note", {"kind": "failed_attempt", "title": title, "body": body})
 
     def note(self, kind: str, title: str, body: str, data: Mapping[str, Any], status: str) -> None:
         if "write_note" not in self.context.toolbox:

@@ -5,8 +5,8 @@ Each is a proposer with ``Search``'s interface (``ask``, ``tell``, ``forbid``, `
 - ``LocalSearch`` (the Optimizer): hill climbing from the config it was given (the best so far): that config,
   then the one-knob neighbours of the best config found (in knob order, the lower value first), moving on as
   soon as one is better; from a local optimum, two-step neighbours.
-- ``FarProbe`` (the Explorer): configs as unlike the given one as the space allows: farthest first (in knob
-  positions) from it and from each other, over a seeded sample; it never re-times the config it was given.
+- ``FarProbe`` (the Explorer): the given config (what a probe must beat), then configs as unlike it as the
+  space allows: farthest first (in knob positions) from it and from each other, over a seeded sample.
 - ``Repair`` (the Debugger): the given config first; if it passes there is nothing to repair and it proposes
   nothing more; if it fails, its nearest configs (one knob, then two) until one passes.
 
@@ -103,9 +103,11 @@ class FarProbe(_Proposer):
             rng.shuffle(sample)
         else:
             sample = list({space.random_key(rng) for _ in range(SAMPLE)})
-        self._sample = [k for k in sample if k != self.start]  # never the given config: the others build on it
+        self._sample = [k for k in sample if k != self.start]
 
     def _next(self) -> Key | None:
+        if self._open(self.start):
+            return self.start
         chosen = [self.start, *self._told, *self._pending]
         open_keys = [k for k in self._sample if self._open(k)]
         if not open_keys:
