@@ -6,9 +6,9 @@ Configs the knowledge store records as failed are skipped; new failures are reco
 notes, the best config as a ``strategy`` note; the best is written back and submitted. A role's strategy
 (``strategies``) other than the plain search submits nothing when no config beat the one it was given (the
 kernel as it found it); the climb and the probes then record what they tried as one ``failed_attempt`` note,
-so that later rounds skip those configs. Every action goes
-through ``context.toolbox``, so it is confined and journaled like any other agent. It spends no tokens: the
-shared budget is never charged, and the report's usage is zero.
+so that later rounds skip those configs. Every action goes through ``context.toolbox``, so it is confined and
+journaled like any other agent. It spends no tokens: the shared budget is never charged, and the report's usage
+is zero.
 """
 
 from __future__ import annotations
