@@ -5,7 +5,8 @@ of the round with their speedups over the start, per workload too, with interval
 diff against its parent summarized, its compiled facts (instruction classes, downgrades, registers, spills)
 and verdicts (``candidate:<id>``, ``best``); each agent's turn: how it ended, its summary, the tools it used,
 its tokens, a veto (``agent:<round>/<agent>``); the signals (``signal:<name>``); the knowledge notes the round
-added (``note:<id>``); earlier rounds in one line each (``round:<n>``); the role catalog (``role:<name>``).
+added, with the start of their body (a profile's counters are in a hardware note) (``note:<id>``); earlier
+rounds in one line each (``round:<n>``); the role catalog, with each role's budget share (``role:<name>``).
 ``render`` fits the JSON into a character budget, cutting detail in a fixed order (per-workload rows, diffs,
 summaries); the ids stay.
 """
@@ -125,6 +126,7 @@ def round_evidence(
                 "title": e.title,
                 "role": e.role,
                 "evidence": e.evidence.text() if e.evidence else "",
+                "body": e.body[:600],  # a hardware note's body holds the profile's counters
             },
         )
         for e in notes

@@ -8,6 +8,7 @@ import pytest
 from evoteam.gpu_bench.api import EvaluationStatus
 from evoteam.roles.agent import AgentEvent
 from evoteam.roles.builtin import builtin_roles
+from evoteam.roles.knowledge import Entry, Kind
 from evoteam.roles.llm import Usage
 from evoteam.supervisor.config import RunConfig
 from evoteam.supervisor.events import (
@@ -105,3 +106,17 @@ def test_the_evidence_names_every_item_and_the_candidates_diffs() -> None:
     assert items["role:Explorer"].facts["in_team"] and not items["role:Debugger"].facts["in_team"]
     assert items["role:Debugger"].facts["budget_share"] == 0.7  # the role's own weight (the team overrides none)
     assert evidence.ids() == set(items)
+
+
+def test_a_profile_reaches_the_supervisor_through_its_hardware_note() -> None:
+    state = fold(events())
+    record = RoundRecord(round=1, roles=TEAM.roles, protocol="parallel", candidates=[], tokens=100)
+    profile = "per workload: M=34 18.1 ms, 2.4 GFLOP/s; registers 32, no spills"
+    notes = [
+        Entry(id="h-1", kind=Kind.HARDWARE, title="profile of round 1", body=profile, role="Profiling Scientist",
+              round=1, timestamp="2026-12-05T00:00:00Z"),
+        Entry(id="s-0", kind=Kind.STRATEGY, title="an older note", round=0, timestamp="2026-12-04T00:00:00Z"),
+    ]  # fmt: skip
+    evidence = round_evidence(state, 1, record, [], notes, builtin_roles(), budget_left=900)
+    items = {i.id: i for i in evidence.items}
+    assert items["note:h-1"].facts["body"] == profile and "note:s-0" not in items  # only the round's notes
