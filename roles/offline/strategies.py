@@ -4,7 +4,8 @@ Each is a proposer with ``Search``'s interface (``ask``, ``tell``, ``forbid``, `
 
 - ``LocalSearch`` (the Optimizer): hill climbing from the config it was given (the best so far): that config,
   then the one-knob neighbours of the best config found (in knob order, the lower value first), moving on as
-  soon as one is better; from a local optimum, two-step neighbours, then three, and so on.
+  soon as one is better; from a local optimum, two-step neighbours, and no further: a jump away from the best
+  is the Explorer's part, so the two roles stay distinct.
 - ``FarProbe`` (the Explorer): the given config (what a probe must beat), then configs as unlike it as the
   space allows: farthest first (in knob positions) from it and from each other, over a seeded sample.
 - ``Repair`` (the Debugger): the given config first; if it passes there is nothing to repair and it proposes
@@ -85,7 +86,7 @@ class LocalSearch(_Proposer):
             return self.start
         scored = {k: s for k, s in self._told.items() if s is not None}
         center = max(scored, key=lambda k: scored[k]) if scored else self.start
-        for step in range(1, max(len(d) for d in self.space.domains)):
+        for step in (1, 2):  # local: escaping further is the Explorer's part
             for key in self.space.neighbours(center, step):
                 if self._open(key):
                     return key
