@@ -31,14 +31,11 @@ class ShareExhausted(BudgetExhausted):
     """A call would not fit in what is left of its role's share of the round."""
 
     def __init__(self, needed: int, remaining: int, who: str, role: str, cap: int) -> None:
-        Exception.__init__(
-            self,
+        super().__init__(needed, remaining, who)
+        self.args = (
             f"{who}: the call needs up to {needed} tokens but {remaining} remain of {role}'s share of this round "
             f"({cap} tokens)",
         )
-        self.needed = needed
-        self.remaining = remaining
-        self.who = who
 
 
 class Budget(Protocol):
