@@ -2,10 +2,10 @@
 
 Each is a proposer with ``Search``'s interface (``ask``, ``tell``, ``forbid``, ``best``, ``evaluations``):
 
-- ``LocalSearch`` (the Optimizer): hill climbing from the config it was given (the best so far): that config,
-  then the one-knob neighbours of the best config found (in knob order, the lower value first), moving on as
-  soon as one is better; from a local optimum, two-step neighbours, and no further: a jump away from the best
-  is the Explorer's part, so the two roles stay distinct.
+- ``LocalSearch`` (the Optimizer): steepest-ascent hill climbing from the config it was given (the best so
+  far): that config, then all its one-knob neighbours (in knob order, the lower value first), then the same
+  around the best config found; from a config none of its neighbours beat, its two-step neighbours, and no
+  further: a jump away from the best is the Explorer's part, so the two roles stay distinct.
 - ``FarProbe`` (the Explorer): the given config (what a probe must beat), then configs as unlike it as the
   space allows: farthest first (in knob positions) from it and from each other, over a seeded sample.
 - ``Repair`` (the Debugger): the given config first; if it passes there is nothing to repair and it proposes
@@ -79,18 +79,35 @@ class _Proposer:
 
 
 class LocalSearch(_Proposer):
-    """Hill climbing around the best config found, starting from the given one."""
+    """Steepest-ascent hill climbing from the given config: every one-knob neighbour of the center is tried
+    before the climb moves to the best config found (so one knob's noise cannot lead it away from the others);
+    from a center that none beat, its two-step neighbours, and no further (a jump is the Explorer's part)."""
+
+    def __init__(self, space: Space, budget: int, start: Mapping[str, Value]) -> None:
+        super().__init__(space, budget, start)
+        self._center = self.start
 
     def _next(self) -> Key | None:
         if self._open(self.start):
             return self.start
+        while True:
+            for step in (1, 2):
+                ring = self.space.neighbours(self._center, step)
+                fresh = [k for k in ring if self._open(k)]
+                if fresh:
+                    return fresh[0]
+                if any(k in self._pending for k in ring):
+                    return None  # wait for the ring's last result before moving on
+                best = self._best_key()
+                if best is not None and best != self._center:
+                    self._center = best
+                    break
+            else:
+                return None
+
+    def _best_key(self) -> Key | None:
         scored = {k: s for k, s in self._told.items() if s is not None}
-        center = max(scored, key=lambda k: scored[k]) if scored else self.start
-        for step in (1, 2):  # local: escaping further is the Explorer's part
-            for key in self.space.neighbours(center, step):
-                if self._open(key):
-                    return key
-        return None
+        return max(scored, key=lambda k: scored[k]) if scored else None
 
 
 class FarProbe(_Proposer):

@@ -2,8 +2,8 @@
 // install the built .vsix, open a kernel repository, run "Evolve this kernel" with the offline team, wait for
 // the "Evolution runs" view to show a finished round and its candidates, open the best candidate's diff,
 // accept the winner through the code action, save; show the report, copy the candidate's branch and check it
-// out in a worktree from its context menu; start a second run and cancel it; accept the other candidate from
-// its context menu. What happened is printed as one JSON line on stdout.
+// out in a worktree from its context menu; start a second run and cancel it; set the file back to the start
+// and accept the winner again from its context menu, then save. What happened is printed as one JSON line on stdout.
 //
 //   node vscode-extension/e2e/evolve.mjs --folder REPO --vsix evoteam.vsix --python PY --kernel FILE --out DIR
 //
@@ -168,18 +168,25 @@ async function main() {
     await vs.screenshot('9-cancelled');
     step(`run ${found.cancelledRun} cancelled`);
 
-    // The other candidate of round 1, accepted from its context menu (into the editor, unsaved).
-    const otherRow = tree.locator('.monaco-list-row', { hasText: 'PASSED', hasNotText: '★' }).first();
-    await otherRow.waitFor({ timeout: STEP_TIMEOUT });
-    await contextMenu(otherRow, 'Accept this candidate');
-    // the offline team may have made two candidates with the same text: then the files already hold it
+    // The winner accepted again, from its context menu, after the file on disk was set back to the start: the
+    // editor reloads the start, and the accept puts the winner's text in it, unsaved.
+    const winnerText = fs.readFileSync(path.join(args.folder, kernel), 'utf8');
+    const startLine = before.split('\n').find((line) => line.trim() && !winnerText.includes(line));
+    fs.writeFileSync(path.join(args.folder, kernel), before);
+    const words = startLine.trim().split(/\s+/).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+    await vs.openFile(kernel);
+    await page.locator('.editor-instance .view-lines', { hasText: new RegExp(words.join('[\\s\\u00a0]+')) })
+      .first().waitFor({ timeout: STEP_TIMEOUT });
+    await vs.runCommand('evoteam: Focus on Evolution runs View');
+    await contextMenu(bestRow, 'Accept this candidate');
     const accepted = await vs.waitForNotification(/evoteam: (accepted |the files already hold )/);
     found.acceptedOther = (await accepted.innerText()).replace(/\s+/g, ' ').trim();
-    if (/evoteam: accepted /.test(found.acceptedOther)) {  // an edit was applied: the editor holds it unsaved
-      await page.locator('.tabs-container .tab.dirty', { hasText: name }).waitFor({ timeout: STEP_TIMEOUT });
-    }
+    await page.locator('.tabs-container .tab.dirty', { hasText: name }).waitFor({ timeout: STEP_TIMEOUT });
     await vs.screenshot('10-other-accepted');
     step(found.acceptedOther);
+    await vs.openFile(kernel);  // saved again: the file on disk is the winner once more
+    await page.keyboard.press('Control+S');
+    await page.locator('.tabs-container .tab.dirty', { hasText: name }).waitFor({ state: 'detached', timeout: STEP_TIMEOUT });
     found.external = vs.externalRequests();
   } catch (error) {
     failed = error;
