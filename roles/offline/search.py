@@ -11,9 +11,10 @@ Pure and deterministic given the seed: no I/O, no clock; imports nothing of evot
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from evoteam.roles.offline.surrogate import best_expected, best_unseen
@@ -65,6 +66,10 @@ class Space:
                 if 0 <= key[dim] + delta < size:
                     out.append(_with(key, dim, key[dim] + delta))
         return out
+
+    def all_keys(self) -> Iterator[Key]:
+        """Every key, in order (the last knob changing fastest)."""
+        return itertools.product(*(range(len(d)) for d in self.domains))
 
     def random_key(self, rng: random.Random) -> Key:
         return tuple(rng.randrange(len(d)) for d in self.domains)
@@ -252,12 +257,8 @@ class Search:
                 return key
         if self.space.size > 1_000_000:
             return None
-        seen, sizes = self._seen, [len(d) for d in self.space.domains]
-        for number in range(self.space.size):
-            key = tuple(number // math.prod(sizes[d + 1 :]) % sizes[d] for d in range(len(sizes)))
-            if key not in seen:
-                return key
-        return None
+        seen = self._seen
+        return next((key for key in self.space.all_keys() if key not in seen), None)
 
 
 def _with(key: Key, dim: int, index: int) -> Key:

@@ -117,7 +117,7 @@ class FarProbe(_Proposer):
         super().__init__(space, budget, start)
         rng = random.Random(seed)
         if space.size <= SAMPLE:
-            sample = [_key_at(space, i) for i in range(space.size)]
+            sample = list(space.all_keys())
             rng.shuffle(sample)
         else:
             sample = list({space.random_key(rng) for _ in range(SAMPLE)})
@@ -166,11 +166,3 @@ def proposer(
 def _distance(space: Space, a: Key, b: Key) -> float:
     """Knob positions apart, each knob scaled to its domain (0 to 1 per knob)."""
     return sum(abs(x - y) / max(1, len(d) - 1) for x, y, d in zip(a, b, space.domains, strict=True))
-
-
-def _key_at(space: Space, index: int) -> Key:
-    key = []
-    for domain in reversed(space.domains):
-        index, position = divmod(index, len(domain))
-        key.append(position)
-    return tuple(reversed(key))
