@@ -534,7 +534,7 @@ def test_two_concurrent_runs_on_different_kernels_keep_their_own_refs(tmp_path: 
     assert 'name = "other"' in TWO_KERNELS_TOML
     repo = tmp_path / "repo"
     repo.mkdir()
-    shutil.copyfile(KERNELS / "tunable_scale_add.cpp", repo / "other.cpp")
+    shutil.copyfile(KERNELS / "slow_scale_add.cpp", repo / "other.cpp")
     scale_add_repo(repo, TWO_KERNELS_TOML)
     head = git(repo, "rev-parse", "HEAD").strip()
     overlap, start = 0.0, time.monotonic()
