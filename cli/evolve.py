@@ -31,6 +31,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--runner", default="local", help="local | ssh://HOST | ray | ray://ADDRESS")
     p.add_argument("--target-speedup", type=float, help="stop when the best geomean speedup reaches this")
     p.add_argument("--evaluations", type=int, default=6, help="offline tuner: evaluations per agent and round")
+    p.add_argument(
+        "--evaluation-budget",
+        type=int,
+        help="the agents' evaluations of the whole run at most, shared out like tokens (default: no limit)",
+    )
+    p.add_argument("--prices", type=Path, help="a JSON or TOML price table (USD per million tokens) over ours")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--detach", action="store_true", help="start the run in the background and print its id")
     add_unsafe_flag(p)
@@ -68,10 +74,17 @@ def _fail(message: str) -> int:
 
 
 def run_evolve(args: argparse.Namespace) -> int:
+    from evoteam.roles.budget import PricesError, load_prices
     from evoteam.supervisor.config import RunConfig, new_run_id
 
     if args.rounds < 1 or args.budget < 0:
         return _fail("--rounds must be at least 1 and --budget not negative")
+    if args.evaluation_budget is not None and args.evaluation_budget < 1:
+        return _fail("--evaluation-budget must be at least 1")
+    try:
+        prices = load_prices(args.prices) if args.prices is not None else {}
+    except PricesError as exc:
+        return _fail(str(exc))
     problem = sandbox_problem(args.unsafe_no_sandbox)
     if problem is not None:
         return _fail(problem)
@@ -91,6 +104,8 @@ def run_evolve(args: argparse.Namespace) -> int:
         model=args.model,
         target_speedup=args.target_speedup,
         evaluations_per_agent=args.evaluations,
+        evaluation_budget=args.evaluation_budget,
+        prices=prices,
         seed=args.seed,
         unsafe_no_sandbox=args.unsafe_no_sandbox,
     )

@@ -71,6 +71,9 @@ class AgentContext:
     budget: Budget
     submissions: list[Submission]
     task: TaskPrompt | None = None
+    evaluations: int | None = None
+    """The ``evaluate`` calls this agent may make (its role's share of the run's evaluation budget, when the
+    run has one; a call over it is refused); None: no limit."""
 
 
 class Agent(Protocol):

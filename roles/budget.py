@@ -9,10 +9,13 @@ over the share is refused like one over the total (``ShareExhausted`` is a ``Bud
 
 from __future__ import annotations
 
+import json
 import threading
+import tomllib
+from pathlib import Path
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evoteam.roles.llm import Usage
 
@@ -56,10 +59,11 @@ class Price(BaseModel):
     """US dollars per million tokens."""
 
     model_config = ConfigDict(extra="forbid")
-    input: float
-    output: float
-    cache_write: float
-    cache_read: float
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write: float = Field(ge=0)
+    cache_read: float = Field(ge=0)
+    """Cached input tokens read back (priced below fresh input)."""
 
 
 # Public list prices (USD per million tokens) for the models evoteam names; a run records the table it used.
@@ -71,9 +75,44 @@ DEFAULT_PRICES: dict[str, Price] = {
 }
 
 
+class PricesError(ValueError):
+    """A price file that cannot be read (missing, not JSON or TOML, an entry without its four prices)."""
+
+
+def load_prices(path: Path) -> dict[str, Price]:
+    """A user's price table: a JSON or TOML file (by its suffix; JSON otherwise) that maps model names (or
+    prefixes) to ``{input, output, cache_write, cache_read}`` in USD per million tokens."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise PricesError(f"cannot read the price file {path}: {exc.strerror or exc}") from exc
+    try:
+        raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise PricesError(f"{path} is not {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from exc
+    if not isinstance(raw, dict) or not raw:
+        raise PricesError(f'{path} must map model names to prices, e.g. {{"my-model": {PRICE_EXAMPLE}}}')
+    prices = {}
+    for model, entry in raw.items():
+        try:
+            prices[model] = Price.model_validate(entry)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors())
+            raise PricesError(f"{path}: the price of {model!r}: {problems} (expected {PRICE_EXAMPLE})") from exc
+    return prices
+
+
+PRICE_EXAMPLE = '{"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3}'
+
+
 class PricingTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+
+    @classmethod
+    def with_overrides(cls, overrides: dict[str, Price]) -> PricingTable:
+        """The built-in table with the user's entries added or replacing ours."""
+        return cls(prices={**DEFAULT_PRICES, **overrides})
 
     def price(self, model: str) -> Price | None:
         """The entry whose name is the longest prefix of ``model`` (``claude-sonnet-4-5`` → ``claude-sonnet-4``)."""
@@ -196,3 +235,56 @@ def split(pool: int, shares: dict[str, float]) -> dict[str, int]:
         raise ValueError(f"shares must be positive: {shares}")
     total = sum(shares.values())
     return {role: int(pool * w / total) for role, w in shares.items()} if total else {}
+
+
+EVALUATIONS_REFUSED = "refused: no evaluations left"
+"""How the result of an ``evaluate`` call over its role's share begins."""
+
+
+class EvaluationShare:
+    """One role's share of a round's evaluations (the run's ``evaluation_budget``): ``cap`` calls of
+    ``evaluate`` at most, ``spent`` of them already (a resumed round's). Thread-safe; ``take`` is atomic."""
+
+    def __init__(self, role: str, cap: int, spent: int = 0) -> None:
+        if cap < 0 or spent < 0:
+            raise ValueError(f"an evaluation share cannot be negative: cap {cap}, spent {spent}")
+        self.role, self.cap = role, cap
+        self._lock = threading.Lock()
+        self._spent = spent
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            return max(0, self.cap - self._spent)
+
+    def take(self) -> bool:
+        """Counts one evaluation if the share has one left; whether it had."""
+        with self._lock:
+            if self._spent >= self.cap:
+                return False
+            self._spent += 1
+            return True
+
+    def give_back(self) -> None:
+        """Returns one taken evaluation (the call did not evaluate: the workspace held no kernel)."""
+        with self._lock:
+            self._spent = max(0, self._spent - 1)
+
+    def refusal(self) -> str:
+        return (
+            f"{EVALUATIONS_REFUSED} in {self.role}'s share of this round ({self.cap} evaluations of the run's "
+            "evaluation budget); submit what you have or stop"
+        )
+
+
+def split_whole(pool: int, shares: dict[str, float]) -> dict[str, int]:
+    """``pool`` whole units (evaluations) split in proportion to ``shares``, every unit given: each role gets
+    its proportion rounded down, and what rounding left goes one by one to the largest remainders."""
+    if any(w <= 0 for w in shares.values()):
+        raise ValueError(f"shares must be positive: {shares}")
+    total = sum(shares.values())
+    exact = {role: pool * w / total for role, w in shares.items()}
+    given = {role: int(x) for role, x in exact.items()}
+    for role in sorted(exact, key=lambda r: given[r] - exact[r])[: pool - sum(given.values())]:
+        given[role] += 1
+    return given

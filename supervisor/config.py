@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoteam.roles.budget import Price
 from evoteam.supervisor.team import TeamMode
 
 StopReason = Literal["rounds", "budget", "target", "cancelled", "error"]
@@ -38,6 +39,20 @@ class RunConfig(BaseModel):
     come from the measurement that singled it out. 0: no re-timing (the first measurement decides)."""
     evaluations_per_agent: int = Field(default=6, ge=1)
     """The offline tuner's evaluations per agent and round."""
+    evaluation_budget: int | None = Field(default=None, ge=1)
+    """The run's agents may call ``evaluate`` this many times in all (None: no limit). Each round gets what is
+    left divided by the rounds left, split between its roles that evaluate by their weights, as tokens are;
+    a call over a role's share is refused. Offline, where no tokens are spent, this is the budget that makes
+    two teams' runs the same size (``evoteam compare``)."""
+    knowledge: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.@+-]*$")
+    """The knowledge store the run reads and writes: ``.evoteam/knowledge/<this>/``; None: the kernel's own
+    (``.evoteam/knowledge/<kernel>/``), shared by its runs. ``evoteam compare`` gives each run its own."""
+    max_turns: int | None = Field(default=None, gt=0)
+    """Model turns per agent and round at most; None: the backend's default (30). A safety net: the token
+    budget is the limit that matters."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Prices (USD per million tokens) by model name prefix, over the built-in table
+    (``roles.budget.DEFAULT_PRICES``): what the run's dollars are counted with."""
     seed: int = 0
     unsafe_no_sandbox: bool = False
     """The user let agent-generated code run without the sandbox (``--unsafe-no-sandbox``); resume keeps it."""

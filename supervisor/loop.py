@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evoteam.gpu_bench.api import KernelTask
-from evoteam.roles.budget import TokenBudget
+from evoteam.roles.budget import PricingTable, TokenBudget
 from evoteam.roles.knowledge import KnowledgeStore
 from evoteam.supervisor.config import RunConfig, StopReason, journal_path, run_dir, state_dir
 from evoteam.supervisor.events import BaseCommitted, RoundStarted, RunFinished, RunStarted
@@ -73,12 +73,11 @@ class Supervisor:
             return self._run(log, config)
 
     def _run(self, log: RunLog, config: RunConfig) -> RunState:
-        run = RunContext(
-            self.run_id, self.dir, self.services, log, self.store, KnowledgeStore(self.root, self.task.name)
-        )
+        knowledge = KnowledgeStore(self.root, config.knowledge or self.task.name)
+        run = RunContext(self.run_id, self.dir, self.services, log, self.store, knowledge)
         ensure_base(log, self.store, self.root, self.task, self.run_id)
         incumbent = ensure_start(run)
-        budget = JournaledBudget(config.budget, log)
+        budget = JournaledBudget(config.budget, log, PricingTable.with_overrides(config.prices))
         reporter = self.services.reporter
         while (reason := self._stop_reason(run, config, budget)) is None:
             number = max((r.round for r in log.state.rounds_finished), default=0) + 1
@@ -105,6 +104,8 @@ class Supervisor:
             return "target"
         if len(state.rounds_finished) >= config.rounds:
             return "rounds"
+        if config.evaluation_budget is not None and state.evaluations >= config.evaluation_budget:
+            return "budget"
         if not offline and budget.remaining < MIN_CALL_TOKENS:
             return "budget"
         if not offline and state.rounds_finished and state.refused(state.rounds_finished[-1].round):

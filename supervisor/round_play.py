@@ -26,14 +26,14 @@ from pydantic import BaseModel
 from evoteam.gpu_bench.api import BenchInputError, Constraints, KernelTask, Solution
 from evoteam.roles.agent import AgentEvent
 from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
-from evoteam.roles.budget import RoleShare, TokenBudget, split
+from evoteam.roles.budget import EvaluationShare, RoleShare, TokenBudget, split, split_whole
 from evoteam.roles.builtin import parse_verdict
 from evoteam.roles.knowledge import Kind
 from evoteam.roles.prompt import task_prompt
 from evoteam.roles.spec import RoleSpec
 from evoteam.roles.tools.base import Author, Tool, ToolResult
 from evoteam.roles.tools.candidate import kernel_files
-from evoteam.roles.tools.evaluation import EvaluationCache
+from evoteam.roles.tools.evaluation import EvaluationCache, MeteredEvaluate
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
 from evoteam.roles.tools.profiling import TimingProfiler, render_report
 from evoteam.roles.workspace import Workspace
@@ -73,6 +73,7 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
     starts = {role: state.candidates[c].sha for role, c in team.starts.items() if state.candidates[c].sha is not None}
     members = [(i, run.services.roles[name]) for i, name in enumerate(team.roles) if name in run.services.roles]
     shares = role_shares(state, team, budget, number, [role for _, role in members])
+    metered = evaluation_shares(state, team, number, [role for _, role in members])
     makers = [(i, role) for i, role in members if not role.can_veto]
     reviewers = [(i, role) for i, role in members if role.can_veto]
     shared = seed_workspace(run, folder / "team", start) if team.protocol == "sequential" else None
@@ -98,7 +99,11 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
             (team.starts[role.name] if role.name in starts and review is None else None) or state.best or START_ID
         )
         toolbox = toolbox.wrapped("submit_candidate", lambda tool: JournaledSubmit(tool, made, run, number, parent_id))
-        assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=given)
+        evaluations = metered.get(role.name)
+        if evaluations is not None:
+            toolbox = toolbox.wrapped("evaluate", lambda tool: MeteredEvaluate(tool, evaluations))
+        turns = {} if state.config is None or state.config.max_turns is None else {"max_turns": state.config.max_turns}
+        assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=given, **turns)
         context = AgentContext(
             assignment=assignment,
             workspace=workspace,
@@ -106,6 +111,7 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
             budget=shares[role.name],
             submissions=made,
             task=prompt,
+            evaluations=evaluations.remaining if evaluations is not None else None,
         )
         report = _run_agent(run, role, number, index, context)
         verdict = parse_verdict(report.final_text) if role.can_veto else None
@@ -152,6 +158,25 @@ def role_shares(
     pool = budget.remaining + sum(spent.values())
     caps = split(pool, {r.name: team.budget_shares.get(r.name, r.budget_share) for r in roles})
     return {name: RoleShare(budget, name, cap, spent.get(name, 0)) for name, cap in caps.items()}
+
+
+def evaluation_shares(state: RunState, team: Team, number: int, roles: list[RoleSpec]) -> dict[str, EvaluationShare]:
+    """Each evaluating role's share of round ``number``'s evaluations, when the run has an evaluation budget
+    (else none): what the run has left from before this round, divided by the rounds left, split between the
+    roles with the ``evaluate`` tool by their weights (as ``role_shares`` splits tokens). What a role evaluated
+    in the round before a resume counts against its share; what a round leaves goes to the rounds after it."""
+    config = state.config
+    if config is None or config.evaluation_budget is None:
+        return {}
+    evaluating = [r for r in roles if "evaluate" in r.tools]
+    if not evaluating:
+        return {}
+    spent = {role: n for (r, role), n in state.role_evaluations.items() if r == number}
+    before = state.evaluations - sum(spent.values())
+    rounds_left = max(1, config.rounds - len([r for r in state.rounds_finished if r.round < number]))
+    pool = max(0, config.evaluation_budget - before) // rounds_left
+    caps = split_whole(pool, {r.name: team.budget_shares.get(r.name, r.budget_share) for r in evaluating})
+    return {name: EvaluationShare(name, cap, spent.get(name, 0)) for name, cap in caps.items()}
 
 
 def _run_agent(run: RunContext, role: RoleSpec, number: int, index: int, context: AgentContext) -> AgentReport:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from evoteam.roles.budget import TokenBudget
+from evoteam.roles.budget import PricingTable, TokenBudget
 from evoteam.roles.llm import Usage
 from evoteam.supervisor.events import Event, Submitted, TokensSpent
 from evoteam.supervisor.journal import Journal
@@ -55,8 +55,8 @@ class JournaledBudget(TokenBudget):
     """The run's one budget: each charge is also recorded (``tokens``), so a resumed run restores its spending
     from the journal and the budget stays a hard total across kills."""
 
-    def __init__(self, total: int, log: RunLog) -> None:
-        super().__init__(total)
+    def __init__(self, total: int, log: RunLog, pricing: PricingTable | None = None) -> None:
+        super().__init__(total, pricing)
         self.log = log
         for (role, agent), usage in log.state.tokens.items():  # spent before a resume: charged, not recorded again
             super().charge(usage, role, agent, "")

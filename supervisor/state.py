@@ -85,6 +85,11 @@ class RunState(BaseModel):
     """Tokens by (round last started, agent)."""
     role_tokens: dict[tuple[int, str], int] = Field(default_factory=dict)
     """Tokens by (round last started, role): what each role's share of a round has paid for."""
+    model_tokens: dict[str, Usage] = Field(default_factory=dict)
+    """Tokens by model (what the run's dollars are counted from)."""
+    role_evaluations: dict[tuple[int, str], int] = Field(default_factory=dict)
+    """Agents' ``evaluate`` calls that evaluated, by (round, role) (an error result, a refusal by the evaluation
+    budget included, is not one)."""
     agent_tools: dict[tuple[int, str], dict[str, int]] = Field(default_factory=dict)
     """Successful tool calls by (round, agent): how often each tool was used."""
     start: CandidateRecord | None = None
@@ -98,6 +103,11 @@ class RunState(BaseModel):
     profiled_rounds: set[int] = Field(default_factory=set)
     knowledge_rounds: set[int] = Field(default_factory=set)
     finished: StopReason | None = None
+
+    @property
+    def evaluations(self) -> int:
+        """The agents' ``evaluate`` calls of the whole run."""
+        return sum(self.role_evaluations.values())
 
     @property
     def spent(self) -> int:
@@ -151,6 +161,8 @@ class RunState(BaseModel):
                 "round_tokens": dict(self.round_tokens),
                 "agent_tokens": dict(self.agent_tokens),
                 "role_tokens": dict(self.role_tokens),
+                "model_tokens": dict(self.model_tokens),
+                "role_evaluations": dict(self.role_evaluations),
                 "agent_tools": {key: dict(used) for key, used in self.agent_tools.items()},
                 "profiled_rounds": set(self.profiled_rounds),
                 "knowledge_rounds": set(self.knowledge_rounds),
@@ -178,14 +190,17 @@ def apply(state: RunState, event: Event) -> None:
         case RoundStarted(round=number, team=team):
             state.rounds_started.append(number)
             state.round_teams[number] = state.team = team
-        case TokensSpent(role=role, agent=agent, usage=usage):
+        case TokensSpent(role=role, agent=agent, usage=usage, model=model):
             key = (role, agent)
+            state.model_tokens[model] = state.model_tokens.get(model, Usage()) + usage
             state.tokens[key] = state.tokens.get(key, Usage()) + usage
             current = state.rounds_started[-1] if state.rounds_started else 0
             state.round_tokens[current] = state.round_tokens.get(current, 0) + usage.total
             state.agent_tokens[(current, agent)] = state.agent_tokens.get((current, agent), 0) + usage.total
             state.role_tokens[(current, role)] = state.role_tokens.get((current, role), 0) + usage.total
-        case AgentStep(round=number, tool=tool, is_error=is_error, agent_id=agent_id):
+        case AgentStep(round=number, tool=tool, is_error=is_error, agent_id=agent_id, role=role):
+            if tool == "evaluate" and event.step == "tool" and not is_error:
+                state.role_evaluations[(number, role)] = state.role_evaluations.get((number, role), 0) + 1
             if tool is not None and not is_error:
                 used = state.agent_tools.setdefault((number, agent_id), {})
                 used[tool] = used.get(tool, 0) + 1

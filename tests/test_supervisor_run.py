@@ -14,17 +14,27 @@ from conftest import KERNELS, git, init_repo, quick_config, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.schema import Solution
 from evoteam.gpu_bench.task import KernelTask
+from evoteam.roles.agent import AgentEvent, EventSink
 from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.backends.scripted import ScriptedLLM, text
-from evoteam.roles.budget import BudgetExhausted, ShareExhausted, TokenBudget
+from evoteam.roles.budget import EVALUATIONS_REFUSED, BudgetExhausted, ShareExhausted, TokenBudget
 from evoteam.roles.builtin import builtin_role
 from evoteam.roles.knowledge import Kind, KnowledgeStore
 from evoteam.roles.llm import Reply, Request, Usage
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
 from evoteam.supervisor.config import RunConfig
-from evoteam.supervisor.events import AgentFinished, Committed, DecisionMade, Evaluated, RoundStarted, Submitted
+from evoteam.supervisor.events import (
+    AgentFinished,
+    AgentStep,
+    Committed,
+    DecisionMade,
+    Evaluated,
+    RoundStarted,
+    Submitted,
+)
 from evoteam.supervisor.git_store import GitStore
+from evoteam.supervisor.journal import Journal
 from evoteam.supervisor.loop import RunServices, Supervisor
 from evoteam.supervisor.round_play import role_shares
 from evoteam.supervisor.state import RunState, fold
@@ -425,6 +435,68 @@ def test_each_role_spends_no_more_than_its_share_of_the_round(repo: Path, evalua
     assert all(a.stop == "budget" for a in stops.values())
     assert stops["Optimizer"].error is not None
     assert "remain of Optimizer's share of this round (10192 tokens)" in stops["Optimizer"].error
+
+
+class Evaluating:
+    """An agent that calls ``evaluate`` until a call is refused, reporting each call to the round's sink."""
+
+    def __init__(self, sink: EventSink) -> None:
+        self.sink = sink
+
+    def run(self, context: AgentContext) -> AgentReport:
+        a = context.assignment
+        calls = 0
+        while calls < 50:
+            result = context.toolbox.call("evaluate", {})
+            first = result.content.splitlines()[0] if result.content else ""
+            self.sink(
+                AgentEvent(
+                    kind="tool",
+                    role=a.role.name,
+                    agent_id=a.agent_id,
+                    turn=calls,
+                    tool="evaluate",
+                    result=first,
+                    is_error=result.is_error,
+                )
+            )
+            if result.is_error:
+                break
+            calls += 1
+        text = f"{calls} evaluations, told {context.evaluations}"
+        return AgentReport(role=a.role.name, agent_id=a.agent_id, turns=calls, stop="budget", final_text=text)
+
+
+def test_the_agents_evaluate_no_more_than_the_runs_evaluation_budget(repo: Path, evaluator: Evaluator) -> None:
+    task = task_of(repo)
+    run_services = services(task, evaluator)
+    run_services.agents = lambda role, round_number, index, sink, stop: Evaluating(sink)
+    supervisor = Supervisor(repo, "run-e", run_services)
+    config = RunConfig(
+        run="run-e", kernel="scale_add", config=str(repo), rounds=2, llm="offline", mode="fixed", evaluation_budget=11
+    )
+    supervisor.start(config)
+    state = supervisor.run()
+    # round 1: 11 // 2 = 5, split Profiling Scientist 0.6, Optimizer 1.0, Debugger 0.7 (largest remainders);
+    # round 2: the 6 left; the Knowledge Integrator has no evaluate tool
+    assert state.role_evaluations == {
+        (1, "Profiling Scientist"): 1,
+        (1, "Optimizer"): 2,
+        (1, "Debugger"): 2,
+        (2, "Profiling Scientist"): 1,
+        (2, "Optimizer"): 3,
+        (2, "Debugger"): 2,
+    }
+    assert state.evaluations == 11
+    told = {(a.round, a.role): a.summary for a in (x for r in state.round_agents.values() for x in r)}
+    assert told[(2, "Optimizer")] == "3 evaluations, told 3"
+    assert told[(1, "Knowledge Integrator")] == "0 evaluations, told None"
+    refusals = [
+        e
+        for e in Journal(repo / ".evoteam" / "runs" / "run-e" / "journal.jsonl").events()
+        if isinstance(e, AgentStep) and e.result.startswith(EVALUATIONS_REFUSED)
+    ]
+    assert len(refusals) == 6  # each evaluating role, once a round, and not counted
 
 
 def test_a_moved_share_is_what_the_role_may_spend_and_a_resumed_round_counts_what_was_spent() -> None:

@@ -121,7 +121,12 @@ class _Run:
     def tune(self, path: str, original: str, knobs: list[Knob], space: Space) -> AgentReport:
         agent = self.agent
         start = current_config(knobs)
-        search = proposer(agent.strategy, space, min(agent.max_evaluations, space.size), start, agent.seed)
+        allowed = min(agent.max_evaluations, space.size)
+        if self.context.evaluations is not None:  # the role's share of the run's evaluation budget
+            allowed = min(allowed, self.context.evaluations)
+        if allowed < 1:
+            return self.finish("budget", "no evaluations left in this role's share of the round; nothing tried")
+        search = proposer(agent.strategy, space, allowed, start, agent.seed)
         known = self.known_failures(space)
         for failed in known:
             search.forbid(failed)
@@ -136,6 +141,9 @@ class _Run:
                 break
             self.call("write", {"path": path, "content": apply(original, config, knobs)}, required=True)
             data = self.call("evaluate", {}, required=True).data or {}
+            if data.get("refused"):  # the role's share ran out (another agent of the role used it)
+                stop = "budget"
+                break
             score = _score(data)
             search.tell(config, score)
             if score is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,8 +27,9 @@ from evoteam.gpu_bench.api import (
     overall_status,
     summarize,
 )
+from evoteam.roles.budget import EvaluationShare
 from evoteam.roles.tools import render
-from evoteam.roles.tools.base import Author, ToolResult
+from evoteam.roles.tools.base import Author, Tool, ToolResult
 from evoteam.roles.tools.candidate import CandidateError, workspace_solution
 from evoteam.roles.workspace import Workspace
 
@@ -224,3 +225,22 @@ def evaluate_to_result(evaluations: EvaluationCache, solution: Solution) -> Tool
         return ToolResult(content=f"the task itself cannot be evaluated (not the kernel's fault): {exc}", is_error=True)
     data = render.summary_data(result, solution.content_hash())
     return ToolResult(content=render.result(result), data=data)
+
+
+class MeteredEvaluate:
+    """An agent's ``evaluate`` tool under its role's share of the run's evaluation budget: each call that
+    evaluates takes one evaluation from the share (an error result, where nothing was evaluated, gives it back),
+    and a call with none left is refused before anything is built (an error whose data says ``refused``)."""
+
+    def __init__(self, tool: Tool, share: EvaluationShare) -> None:
+        self.tool, self.share = tool, share
+        self.name, self.description = tool.name, tool.description
+        self.input_model: type[BaseModel] = tool.input_model
+
+    def run(self, args: Any) -> ToolResult:
+        if not self.share.take():
+            return ToolResult(content=self.share.refusal(), is_error=True, data={"refused": "evaluation_budget"})
+        result = self.tool.run(args)
+        if result.is_error:  # nothing was evaluated (no kernel in the workspace, a broken task): not counted
+            self.share.give_back()
+        return result
