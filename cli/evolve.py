@@ -37,6 +37,7 @@ def add_parser(sub: Any) -> None:
         help="the agents' evaluations of the whole run at most, shared out like tokens (default: no limit)",
     )
     p.add_argument("--prices", type=Path, help="a JSON or TOML price table (USD per million tokens) over ours")
+    p.add_argument("--max-turns", type=int, help="model turns per agent and round at most (default: the backend's, 30)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--detach", action="store_true", help="start the run in the background and print its id")
     add_unsafe_flag(p)
@@ -81,6 +82,8 @@ def run_evolve(args: argparse.Namespace) -> int:
         return _fail("--rounds must be at least 1 and --budget not negative")
     if args.evaluation_budget is not None and args.evaluation_budget < 1:
         return _fail("--evaluation-budget must be at least 1")
+    if args.max_turns is not None and args.max_turns < 1:
+        return _fail("--max-turns must be at least 1")
     try:
         prices = load_prices(args.prices) if args.prices is not None else {}
     except PricesError as exc:
@@ -105,6 +108,7 @@ def run_evolve(args: argparse.Namespace) -> int:
         target_speedup=args.target_speedup,
         evaluations_per_agent=args.evaluations,
         evaluation_budget=args.evaluation_budget,
+        max_turns=args.max_turns,
         prices=prices,
         seed=args.seed,
         unsafe_no_sandbox=args.unsafe_no_sandbox,

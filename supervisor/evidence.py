@@ -100,7 +100,8 @@ def round_evidence(
                 "rounds_left": max(0, state.config.rounds - number),
                 "tokens_left": budget_left,
                 "tokens_this_round": record.tokens,
-            },
+            }
+            | _evaluations(state, number),
         )
     ]
     best = state.candidates[state.best].record if state.best is not None else state.start
@@ -161,6 +162,15 @@ def round_evidence(
         for name, spec in roles.items()
     ]
     return RoundEvidence(round=number, team=team, items=items)
+
+
+def _evaluations(state: RunState, number: int) -> dict[str, Any]:
+    """The run's evaluation budget, when it has one: what is left, and what the round used per role."""
+    assert state.config is not None
+    if state.config.evaluation_budget is None:
+        return {}
+    used = {role: n for (r, role), n in state.role_evaluations.items() if r == number}
+    return {"evaluations_left": max(0, state.config.evaluation_budget - state.evaluations), "evaluations_by_role": used}
 
 
 def _candidate_facts(record: CandidateRecord) -> dict[str, Any]:

@@ -162,17 +162,6 @@ def test_kill_9_at_any_point_then_resume_records_every_candidate_exactly_once(re
     assert git(repo, "status", "--porcelain") == ""
 
 
-def test_compare_runs_the_three_teams_under_one_budget_and_prints_a_table(repo: Path) -> None:
-    done = evoteam(
-        repo, "compare", "scale_add", "--rounds", "1", "--llm", "offline", "--evaluations", "2", "--budget", "1000"
-    )
-    assert done.returncode == 0, done.stderr
-    rows = [line for line in done.stdout.splitlines() if line.strip().startswith(("│ single", "│ fixed", "│ evolving"))]
-    assert len(rows) == 3, done.stdout
-    assert all("0/1000" in row for row in rows)  # the offline teams spend no tokens
-    assert len(evoteam(repo, "runs").stdout.splitlines()) == 3
-
-
 def test_detach_starts_the_run_in_the_background_and_returns_its_id(repo: Path) -> None:
     import time
 

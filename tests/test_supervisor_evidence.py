@@ -97,6 +97,11 @@ def test_the_evidence_names_every_item_and_the_candidates_diffs() -> None:
     } <= items.keys()
     assert {f"role:{name}" for name in builtin_roles()} <= items.keys()
     assert items["budget"].facts == {"round": 1, "rounds_left": 2, "tokens_left": 900, "tokens_this_round": 100}
+    assert state.config is not None  # with an evaluation budget, what is left and what each role used
+    state.config = state.config.model_copy(update={"evaluation_budget": 10})
+    metered = round_evidence(state, 1, record, found, [], builtin_roles(), budget_left=900).items[0].facts
+    assert metered["evaluations_left"] == 6
+    assert metered["evaluations_by_role"] == {"Optimizer": 2, "Explorer": 1, "Reviewer": 1}
     optimizer = items["candidate:r01-optimizer-0-a"].facts
     assert optimizer["diff"] == ["-#define N 1", "+#define N 4"] and optimizer["parent"] == "r00-start"
     assert (optimizer["lines_added"], optimizer["lines_removed"], optimizer["speedup_over_start"]) == (1, 1, 3.0)

@@ -463,7 +463,7 @@ class Evaluating:
             if result.is_error:
                 break
             calls += 1
-        text = f"{calls} evaluations, told {context.evaluations}"
+        text = f"{calls} evaluations, told {context.evaluations}, turns {a.max_turns}"
         return AgentReport(role=a.role.name, agent_id=a.agent_id, turns=calls, stop="budget", final_text=text)
 
 
@@ -473,7 +473,14 @@ def test_the_agents_evaluate_no_more_than_the_runs_evaluation_budget(repo: Path,
     run_services.agents = lambda role, round_number, index, sink, stop: Evaluating(sink)
     supervisor = Supervisor(repo, "run-e", run_services)
     config = RunConfig(
-        run="run-e", kernel="scale_add", config=str(repo), rounds=2, llm="offline", mode="fixed", evaluation_budget=11
+        run="run-e",
+        kernel="scale_add",
+        config=str(repo),
+        rounds=2,
+        llm="offline",
+        mode="fixed",
+        evaluation_budget=11,
+        max_turns=200,
     )
     supervisor.start(config)
     state = supervisor.run()
@@ -489,8 +496,8 @@ def test_the_agents_evaluate_no_more_than_the_runs_evaluation_budget(repo: Path,
     }
     assert state.evaluations == 11
     told = {(a.round, a.role): a.summary for a in (x for r in state.round_agents.values() for x in r)}
-    assert told[(2, "Optimizer")] == "3 evaluations, told 3"
-    assert told[(1, "Knowledge Integrator")] == "0 evaluations, told None"
+    assert told[(2, "Optimizer")] == "3 evaluations, told 3, turns 200"  # the run's max_turns reaches it
+    assert told[(1, "Knowledge Integrator")] == "0 evaluations, told None, turns 200"
     refusals = [
         e
         for e in Journal(repo / ".evoteam" / "runs" / "run-e" / "journal.jsonl").events()
