@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCALE_ADD_TOML, evoteam, git, scale_add_repo
+from conftest import SCALE_ADD_TOML, cli_env, evoteam, git, scale_add_repo
+from evoteam.roles.backends.fake_messages_script import text
+from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
 from evoteam.roles.knowledge import Kind, KnowledgeStore
 from evoteam.supervisor.compare_stats import overlap
 
@@ -19,6 +21,7 @@ TWO_KERNELS_TOML = SCALE_ADD_TOML + SCALE_ADD_TOML.replace(
     '"scale_add"\nsource = "kernel.cpp"', '"other"\nsource = "other.cpp"'
 )
 OFFLINE = ["--rounds", "1", "--llm", "offline"]
+KEY = "test-key"
 
 
 @pytest.fixture
@@ -138,3 +141,38 @@ def test_bad_compare_input_is_one_clear_error_and_starts_nothing(repo: Path, tmp
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], (args, done.stderr)
     assert not (repo / ".evoteam" / "runs").exists()
+
+
+@pytest.mark.slow
+def test_compare_with_a_model_counts_every_token_and_prices_it_with_the_users_table(repo: Path, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('["claude-sonnet-4"]\ninput = 2.0\noutput = 10.0\ncache_write = 2.5\ncache_read = 0.2\n')
+    with FakeMessagesServer(lambda body: text("I change nothing this round."), api_key=KEY) as server:
+        env = cli_env(repo) | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": KEY}
+        args = ["--arms", "single,fixed", "--rounds", "1", "--llm", "anthropic", "--prices", str(prices), "--json"]
+        done = evoteam(repo, "compare", "scale_add", *args, env=env)
+        replies = list(server.replies)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    runs = shown["tasks"][0]["runs"]
+    usages = [r["usage"] for r in replies]
+    tokens = sum(
+        u["input_tokens"] + u["output_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"]
+        for u in usages
+    )
+    dollars = sum(
+        (
+            u["input_tokens"] * 2.0
+            + u["output_tokens"] * 10.0
+            + u["cache_creation_input_tokens"] * 2.5
+            + u["cache_read_input_tokens"] * 0.2
+        )
+        / 1e6
+        for u in usages
+    )
+    assert tokens > 0 and sum(r["tokens"] for r in runs) == tokens  # every answered call, in some run
+    assert sum(r["cost_usd"] for r in runs) == pytest.approx(dollars)  # at the user's prices, not ours
+    arms = {a["arm"]: a for a in shown["arms"]}
+    assert all(a["cost_usd"] > 0 and a["tokens"] > 0 and a["evaluations"] == 0 for a in arms.values())
+    assert shown["settings"]["prices"] == ["claude-sonnet-4"]
+    assert all(_config(repo, r["run"])["max_turns"] == 200 for r in runs)  # tokens, not turns, hold the agents
