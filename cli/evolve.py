@@ -1,6 +1,7 @@
 """``evoteam evolve`` and ``evoteam resume``: run (or continue) a team of agents on a kernel, round by round.
 
-Exit codes: 0 the run finished (any stop reason), 2 bad input or the run cannot start (one error line).
+Exit codes: 0 the run finished (rounds, budget, target, cancel), 2 bad input, the run cannot start, or it stopped
+on a model error no retry can fix (a refused key, a model that does not exist): one error line.
 """
 
 from __future__ import annotations
@@ -220,4 +221,6 @@ def _resume(root: Path, run: str) -> int:
     finally:
         runner.close()
     progress.done(final)
+    if final.finished == "error":  # a model error no retry can fix: the run stopped at once
+        return _fail(f"run {run} stopped: {final.finished_error}")
     return 0

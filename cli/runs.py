@@ -110,6 +110,7 @@ def _as_json(state: Any) -> dict[str, Any]:
     return {
         "config": state.config.model_dump(mode="json"),
         "finished": state.finished,
+        "finished_error": state.finished_error,
         "best": state.best,
         "best_speedup": state.best_speedup,
         "start": state.start.model_dump(mode="json") if state.start else None,

@@ -7,6 +7,7 @@ import time
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -93,6 +94,8 @@ class Progress:
             else "none: no improvement over the start"
         )
         self.console.print(f"[bold]run {self.config.run}[/] finished ({state.finished}): best {best}")
+        if state.finished_error is not None:
+            self.console.print(f"  stopped by: {escape(state.finished_error)}", highlight=False)
         if state.best is not None:
             self.console.print(
                 f"  review: git log evoteam/{self.config.run}/best · accept: evoteam accept {self.config.run}"
@@ -112,6 +115,8 @@ def show(state: RunState, console: Console) -> None:
         f"best {best} · tokens {state.spent}/{config.budget}"
         + (" · [red]sandbox not required (--unsafe-no-sandbox)[/]" if config.unsafe_no_sandbox else "")
     )
+    if state.finished_error is not None:
+        console.print(f"stopped by: {state.finished_error}", markup=False, highlight=False)
     if start is not None:
         console.print(
             f"start (r00-start, the incumbent): {start.status.value} · {start.speed()} over the task's baseline",

@@ -1,7 +1,8 @@
 """``LoopAgent``: the tool loop over any ``LLM`` — ask the model, run the tools it calls, answer, repeat.
 
 It stops on a final answer (``end_turn``), ``max_turns``, an ``LLMError``, an exhausted budget (checked before
-every call, charged after) or a cancel request, and always returns an ``AgentReport``.
+every call, charged after) or a cancel request, and returns an ``AgentReport``; a ``FatalLLMError`` (the key
+refused, no such model) is raised to the caller instead, since the whole run must stop.
 """
 
 from __future__ import annotations
@@ -14,7 +15,18 @@ from pydantic import BaseModel, ConfigDict
 
 from evoteam.roles.agent_api import AgentContext, AgentReport, StopReason
 from evoteam.roles.budget import BudgetExhausted
-from evoteam.roles.llm import LLM, Block, LLMError, Message, Request, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from evoteam.roles.llm import (
+    LLM,
+    Block,
+    FatalLLMError,
+    LLMError,
+    Message,
+    Request,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
 from evoteam.roles.prompt import package_prompt, render
 
 
@@ -119,6 +131,8 @@ class LoopAgent:
                 reply = self.llm.complete(request)
             except BudgetExhausted as exc:
                 return finish("budget", str(exc))
+            except FatalLLMError:
+                raise  # the run stops (the supervisor records it): no turn of any agent can succeed
             except LLMError as exc:
                 return finish("llm_error", str(exc) or type(exc).__name__)
             context.budget.charge(reply.usage, a.role.name, a.agent_id, model)

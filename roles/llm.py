@@ -101,6 +101,11 @@ class LLMError(RuntimeError):
     """The backend gave up on a call (after its retries): the agent's turn ends with this as its record."""
 
 
+class FatalLLMError(LLMError):
+    """A failure no later call can get past (the key is refused, the model does not exist, the request is
+    malformed): the run stops at once with this message rather than go on making calls that fail."""
+
+
 class LLM(Protocol):
     """A language model. ``count_tokens`` is an upper-bound estimate of the request's input tokens, used
     to check the budget before a call is made; ``complete`` makes the call (with the backend's retries)."""

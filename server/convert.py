@@ -46,6 +46,7 @@ def run_summary(entry: RunEntry) -> RunSummary:
         llm=config.llm,
         live=entry.live,
         finished=state.finished,
+        error=state.finished_error,
         round=max(state.rounds_started, default=0),
         rounds=config.rounds,
         rounds_finished=len(state.rounds_finished),

@@ -108,6 +108,8 @@ class RunSummary(Message):
     """Whether the run is running now (its process holds the kernel's lock, or it journaled a moment ago)."""
     finished: str | None
     """Why it stopped (``rounds``, ``budget``, ``cancelled``, ...); null while it has not finished."""
+    error: str | None = None
+    """What stopped a run that finished with ``error`` (a model error no retry can fix, such as a refused key)."""
     round: int
     """The latest round started (0 before the first)."""
     rounds: int

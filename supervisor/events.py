@@ -173,6 +173,8 @@ class RunFinished(_Event):
     kind: Literal["run_finished"] = "run_finished"
     reason: StopReason
     best: str | None = None
+    error: str | None = None
+    """Reason ``error``: what stopped the run (a model error no retry could fix, such as a refused key)."""
 
 
 Event = Annotated[

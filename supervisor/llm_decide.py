@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evoteam.gpu_bench.api import INSTRUCTION_CLASSES
 from evoteam.roles.budget import BudgetExhausted, TokenBudget
-from evoteam.roles.llm import LLM, LLMError, Message, Request, TextBlock
+from evoteam.roles.llm import LLM, FatalLLMError, LLMError, Message, Request, TextBlock
 from evoteam.supervisor.decision import Action, DecisionError, SupervisorDecision, apply
 from evoteam.supervisor.evidence import EVIDENCE_CHARS, RoundEvidence
 from evoteam.supervisor.records import RoundRecord
@@ -87,6 +87,8 @@ def llm_decide(
             break
         try:
             reply = llm.complete(request)
+        except FatalLLMError:
+            raise  # the run stops: no decision is made on a key or model that cannot work
         except LLMError as exc:
             error = f"the model call failed: {exc or type(exc).__name__}"
             break

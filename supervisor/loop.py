@@ -15,6 +15,7 @@ from pathlib import Path
 from evoteam.gpu_bench.api import KernelTask
 from evoteam.roles.budget import PricingTable, TokenBudget
 from evoteam.roles.knowledge import KnowledgeStore
+from evoteam.roles.llm import FatalLLMError
 from evoteam.supervisor.config import RunConfig, StopReason, journal_path, run_dir, state_dir
 from evoteam.supervisor.events import BaseCommitted, RoundStarted, RunFinished, RunStarted
 from evoteam.supervisor.git_store import CandidateStore, GitStore
@@ -88,16 +89,24 @@ class Supervisor:
             reporter.update(log.snapshot())
             cache = self.services.evaluations(team, incumbent)
             play_round(run, number, team, budget, cache)
-            evaluate_and_commit(run, number, cache)
-            finish_round(run, number, config, budget)
+            evaluate_and_commit(run, number, cache)  # what the agents made before a fault is kept
+            if run.fault.message is not None:
+                continue
+            try:
+                finish_round(run, number, config, budget)
+            except FatalLLMError as exc:  # the model supervisor's call
+                run.fault.set(str(exc))
+                continue
             reporter.update(log.snapshot())
-        log.record(RunFinished(reason=reason, best=log.state.best))
+        log.record(RunFinished(reason=reason, best=log.state.best, error=run.fault.message))
         reporter.update(log.snapshot())
         return log.state
 
     def _stop_reason(self, run: RunContext, config: RunConfig, budget: TokenBudget) -> StopReason | None:
         state = run.log.state
         offline = self.services.supervisor_llm is None and config.llm == "offline"
+        if run.fault.message is not None:
+            return "error"
         if run.cancel_requested():
             return "cancelled"
         if config.target_speedup is not None and (state.best_speedup or 0) >= config.target_speedup:

@@ -29,6 +29,7 @@ from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submi
 from evoteam.roles.budget import EvaluationShare, RoleShare, TokenBudget, split, split_whole
 from evoteam.roles.builtin import parse_verdict
 from evoteam.roles.knowledge import Kind
+from evoteam.roles.llm import FatalLLMError
 from evoteam.roles.prompt import task_prompt
 from evoteam.roles.spec import RoleSpec
 from evoteam.roles.tools.base import Author, Tool, ToolResult
@@ -132,7 +133,7 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
 
     if team.protocol == "sequential":
         for index, role in makers:
-            if run.cancel_requested():
+            if run.halted():
                 break
             play(index, role)
     else:
@@ -143,7 +144,7 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
             t.join()
     for candidate in state.round_candidates(number) if reviewers else []:
         for index, role in reviewers:
-            if not run.cancel_requested():
+            if not run.halted():
                 play(index, role, candidate)
 
 
@@ -181,13 +182,16 @@ def evaluation_shares(state: RunState, team: Team, number: int, roles: list[Role
 
 def _run_agent(run: RunContext, role: RoleSpec, number: int, index: int, context: AgentContext) -> AgentReport:
     """The agent's report; a role without an agent sits out, and a broken agent ends its turn (the run goes on)."""
-    agent = run.services.agents(role, number, index, step_sink(run, number), run.cancel_requested)
+    agent = run.services.agents(role, number, index, step_sink(run, number), run.halted)
     a = context.assignment
     if agent is None:
         text = f"{role.name} has no behaviour with this backend; it sat out"
         return AgentReport(role=role.name, agent_id=a.agent_id, stop="end_turn", final_text=text)
     try:
         return agent.run(context)
+    except FatalLLMError as exc:  # no agent's call can succeed: the run stops after this round's commits
+        run.fault.set(str(exc))
+        return AgentReport(role=role.name, agent_id=a.agent_id, stop="llm_error", error=str(exc))
     except Exception as exc:
         return AgentReport(role=role.name, agent_id=a.agent_id, stop="llm_error", error=repr(exc))
 

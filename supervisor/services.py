@@ -6,6 +6,7 @@ Every side effect of a run goes through a field here: the journal and its state 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,24 @@ class RunServices:
     """Told when a round starts, after every round and at the end, and of each thing agents do."""
 
 
+class RunFault:
+    """Why the run must stop now (a model error no retry can fix), set once from any agent's thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._message: str | None = None
+
+    @property
+    def message(self) -> str | None:
+        with self._lock:
+            return self._message
+
+    def set(self, message: str) -> None:
+        with self._lock:
+            if self._message is None:
+                self._message = message
+
+
 @dataclass
 class RunContext:
     """One running run: where it lives and the services its steps use."""
@@ -50,6 +69,7 @@ class RunContext:
     log: RunLog
     store: CandidateStore
     knowledge: KnowledgeStore
+    fault: RunFault = field(default_factory=RunFault)
 
     @property
     def task(self) -> KernelTask:
@@ -62,6 +82,10 @@ class RunContext:
     def cancel_requested(self) -> bool:
         """``evoteam cancel RUN`` wrote its request file."""
         return (self.folder / "cancel").exists()
+
+    def halted(self) -> bool:
+        """Cancelled, or a fault stops the run: start no other agent."""
+        return self.fault.message is not None or self.cancel_requested()
 
     def paths(self) -> list[str]:
         """The repository paths of the task's files, entry source first."""

@@ -103,6 +103,8 @@ class RunState(BaseModel):
     profiled_rounds: set[int] = Field(default_factory=set)
     knowledge_rounds: set[int] = Field(default_factory=set)
     finished: StopReason | None = None
+    finished_error: str | None = None
+    """What stopped a run that finished with reason ``error``."""
 
     @property
     def evaluations(self) -> int:
@@ -237,8 +239,8 @@ def apply(state: RunState, event: Event) -> None:
         case RoundFinished(record=record):
             shared = [_shared(state, c) for c in record.candidates]
             state.rounds_finished.append(record.model_copy(update={"candidates": shared}))
-        case RunFinished(reason=reason):
-            state.finished = reason
+        case RunFinished(reason=reason, error=error):
+            state.finished, state.finished_error = reason, error
 
 
 def _candidate(state: RunState, cid: str, kind: str) -> Candidate:

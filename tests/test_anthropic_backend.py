@@ -19,7 +19,17 @@ from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
 from evoteam.roles.backends.fake_prompt_cache import PromptCacheEmulator, request_tokens
 from evoteam.roles.backends.retry import RecordingSleeper
 from evoteam.roles.backends.settings import DEFAULT_MODEL, AnthropicSettings
-from evoteam.roles.llm import LLMError, Message, Request, TextBlock, ToolResultBlock, ToolSpec, ToolUseBlock, Usage
+from evoteam.roles.llm import (
+    FatalLLMError,
+    LLMError,
+    Message,
+    Request,
+    TextBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    Usage,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -351,3 +361,30 @@ def test_the_backend_needs_a_key_and_owns_the_retries() -> None:
     with pytest.raises(ValueError, match="max_retries=0"):
         AnthropicLLM(AnthropicSettings(api_key=KEY), client=client)
     client.close()
+
+
+@pytest.mark.parametrize(
+    ("failure", "fatal"),
+    [
+        (script.FakeFailure(status=401, error_type="authentication_error", message="invalid x-api-key"), True),
+        (script.FakeFailure(status=403, error_type="permission_error", message="no access to this model"), True),
+        (script.FakeFailure(status=404, error_type="not_found_error", message="model: claude-nonexistent"), True),
+        (script.FakeFailure(status=400, error_type="invalid_request_error", message="messages: field required"), True),
+        (
+            script.FakeFailure(
+                status=400, error_type="invalid_request_error", message="prompt is too long: 250000 > 200000"
+            ),
+            False,
+        ),
+        (script.FakeFailure(status=500, error_type="api_error", message="internal"), False),
+    ],
+)
+def test_an_error_no_retry_can_fix_is_fatal_and_not_retried(
+    server: FakeMessagesServer, make: Any, failure: script.FakeFailure, fatal: bool
+) -> None:
+    server.push(*[failure] * 8)
+    with pytest.raises(LLMError) as caught:
+        make().llm.complete(ask())
+    assert isinstance(caught.value, FatalLLMError) is fatal, str(caught.value)
+    attempts = len(server.message_bodies())
+    assert attempts == (4 if failure.status == 500 else 1)  # a 4xx is never retried; a 500 until the attempts end

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import KERNELS, SCALE_ADD_TOML, cli_env, evoteam, git, run_seed, scale_add_repo
+from evoteam.roles.backends.fake_messages_script import text
+from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
 
 pytestmark = pytest.mark.integration
 
@@ -287,3 +289,23 @@ def test_a_run_without_a_significant_improvement_has_no_best_and_accept_says_so(
     named = next(c["id"] for c in shown["candidates"] if c["sha"])
     forced = evoteam(repo, "accept", run, "--candidate", named, "--force")
     assert forced.returncode == 0 and "not significantly faster than the start" in forced.stderr
+
+
+def test_a_refused_key_stops_the_run_at_its_first_call_with_a_clear_message(repo: Path) -> None:
+    with FakeMessagesServer(lambda body: text("never read"), api_key="the-right-key") as server:
+        env = cli_env(repo) | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "a-wrong-key"}
+        args = ["evolve", "scale_add", "--llm", "anthropic", "--team", "fixed", "--rounds", "3"]
+        done = evoteam(repo, *args, env=env)
+        calls = [r for r in server.requests if r.path == "/v1/messages"]
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"evoteam: run scale_add-\S+ stopped: .*401 authentication_error.*", last), done.stderr
+    assert "a-wrong-key" not in done.stderr + done.stdout
+    assert len(calls) == 1  # the first agent's one call: no other agent, no supervisor call, no round 2
+    [run] = [p.name for p in (repo / ".evoteam" / "runs").iterdir()]
+    journal = (repo / ".evoteam" / "runs" / run / "journal.jsonl").read_text().splitlines()
+    kinds = [json.loads(line)["kind"] for line in journal]
+    assert kinds.count("round_started") == 1 and "round_finished" not in kinds and kinds[-1] == "run_finished"
+    shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
+    assert shown["finished"] == "error" and "401 authentication_error" in shown["finished_error"]
+    assert "stopped by:" in evoteam(repo, "show", run).stdout

@@ -17,6 +17,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from evoteam.server import messages, ts_types
 from evoteam.server.app import FEATURES, build_server
+from evoteam.server.convert import run_summary
 from evoteam.server.messages import (
     ACCEPT,
     CANCEL,
@@ -32,6 +33,10 @@ from evoteam.server.messages import (
     RunSummary,
     RunUpdate,
 )
+from evoteam.server.run_index import RunEntry
+from evoteam.supervisor.config import RunConfig
+from evoteam.supervisor.events import RunFinished, RunStarted
+from evoteam.supervisor.state import fold
 
 pytestmark = pytest.mark.unit
 
@@ -223,3 +228,14 @@ def test_each_message_has_one_name_and_its_constant_follows_it() -> None:
     assert len(by_constant) == len(MESSAGES)
     for constant, message in by_constant.items():
         assert getattr(messages, constant) is message, f"server/messages.py names {message.name} {constant}"
+
+
+def test_a_run_stopped_by_an_error_carries_it_to_the_editor() -> None:
+    events = [
+        RunStarted(config=RunConfig(run="k-1", kernel="k", config="t", llm="anthropic")),
+        RunFinished(reason="error", error="anthropic call failed and is not retried: 401 authentication_error"),
+    ]
+    summary = run_summary(RunEntry(run="k-1", state=fold(events), stamp=(0, 0)))
+    shown = summary.model_dump(mode="json", by_alias=True)
+    assert shown["finished"] == "error" and "401 authentication_error" in shown["error"]
+    assert run_summary(RunEntry(run="k-1", state=fold(events[:1]), stamp=(0, 0))).error is None

@@ -11,6 +11,7 @@ import pytest
 from evoteam.gpu_bench.schema import EvaluationStatus as S
 from evoteam.roles.backends.scripted import ScriptedLLM, text
 from evoteam.roles.budget import TokenBudget
+from evoteam.roles.llm import FatalLLMError, Reply
 from evoteam.supervisor.decision import AddRole, SetConstraint
 from evoteam.supervisor.evidence import EvidenceItem, RoundEvidence
 from evoteam.supervisor.llm_decide import llm_decide
@@ -147,3 +148,12 @@ def test_two_bad_answers_or_no_budget_fall_back_to_the_rules() -> None:
     assert len(decision.rejected) == 2  # both refused answers, kept with the decision
     broke = llm_decide(ScriptedLLM([]), "scripted", TokenBudget(10), team, ROUNDS, found, KNOWN, EVIDENCE)
     assert broke.source == "rules" and "remain in the budget" in broke.rationale
+
+
+def test_a_model_error_no_retry_can_fix_is_not_hidden_behind_the_rules() -> None:
+    def refused(request: object) -> Reply:
+        raise FatalLLMError("anthropic call failed and is not retried: 401 authentication_error: invalid x-api-key")
+
+    llm = ScriptedLLM([refused])
+    with pytest.raises(FatalLLMError, match="401 authentication_error"):  # the run stops; no decision is made
+        llm_decide(llm, "scripted", TokenBudget(100_000), Team(roles=["Optimizer"]), ROUNDS, [], KNOWN, EVIDENCE)

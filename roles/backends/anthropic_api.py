@@ -128,7 +128,7 @@ class AnthropicLLM:
         failure = classify(exc, self.settings.timeout_s)
         if failure is None:
             return None
-        return Failure(self._redact(failure.summary), failure.retryable, failure.retry_after)
+        return Failure(self._redact(failure.summary), failure.retryable, failure.retry_after, failure.fatal)
 
     def _redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -196,7 +196,7 @@ def classify(exc: Exception, timeout_s: float) -> Failure | None:
         if exc.status_code < 400:  # an error event in the middle of a stream (the HTTP status was 200)
             return Failure(f"error event in the stream: {_describe(exc)}", retryable=exc.type in RETRY_ERROR_TYPES)
         retryable = exc.status_code in RETRY_STATUS or exc.type == "overloaded_error"
-        return Failure(_describe(exc), retryable, _retry_after(exc.response.headers))
+        return Failure(_describe(exc), retryable, _retry_after(exc.response.headers), fatal=_fatal(exc))
     if isinstance(exc, anthropic.APIResponseValidationError):
         return Failure(f"the response does not have the API's shape: {exc.message}", retryable=False)
     if isinstance(exc, httpx2.TimeoutException):
@@ -206,6 +206,19 @@ def classify(exc: Exception, timeout_s: float) -> Failure | None:
     if isinstance(exc, StreamIncomplete):
         return Failure(str(exc), retryable=True)
     return None
+
+
+def _fatal(exc: anthropic.APIStatusError) -> bool:
+    """A status no later call of the run can get past: the key (401) or its rights (403) refused, the model
+    not found (404), a malformed request (400; not a conversation grown past the context window, which ends
+    only that agent's turn)."""
+    if exc.status_code in FATAL_STATUS:
+        return True
+    return exc.status_code == 400 and not any(s in str(exc.api_message or exc.message).lower() for s in TOO_LONG)
+
+
+FATAL_STATUS = frozenset({401, 403, 404})
+TOO_LONG = ("prompt is too long", "too many tokens", "context window", "context length")
 
 
 def _describe(exc: anthropic.APIError) -> str:

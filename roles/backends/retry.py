@@ -13,7 +13,7 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.roles.llm import LLMError
+from evoteam.roles.llm import FatalLLMError, LLMError
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,8 @@ class Failure:
     summary: str
     retryable: bool
     retry_after: float | None = None
+    fatal: bool = False
+    """No call of the run can succeed either (authentication, an unknown model, a malformed request)."""
 
 
 class RetryStats:
@@ -97,8 +99,9 @@ def call_with_retries(
     what: str = "model call",
 ) -> T:
     """Runs ``call`` until it returns, ``classify`` says a failure is final, or the attempts are spent; then
-    raises ``LLMError`` with every attempt's summary. An exception that ``classify`` does not know (returns
-    ``None`` for) is a bug, not a failure of the service, and propagates unchanged.
+    raises ``LLMError`` with every attempt's summary (``FatalLLMError`` when the last failure is fatal). An
+    exception that ``classify`` does not know (returns ``None`` for) is a bug, not a failure of the service, and
+    propagates unchanged.
 
     The ``LLMError`` is raised outside the ``except`` block, so it carries no link to the provider's exception
     (whose request object holds the credentials)."""
@@ -136,4 +139,6 @@ def call_with_retries(
     if len(failures) > 1:
         message += " (earlier: " + "; ".join(f.summary for f in failures[:-1]) + ")"
     log.error("%s", message)
+    if last.fatal:
+        raise FatalLLMError(message)
     raise LLMError(message)

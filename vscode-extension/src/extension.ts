@@ -22,7 +22,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output,
     server,
     status,
-    server.onRunUpdated((update) => tree.update(update)),
+    server.onRunUpdated((update) => {
+      const stopped = tree.update(update);
+      if (stopped !== null) {
+        void vscode.window.showErrorMessage(stopped);
+      }
+    }),
     server.onProgress(({ token, value }) => status.progressed(token, value)),
     tree.onDidChangeTreeData(() => status.show()),
     vscode.window.createTreeView("evoteamRuns", { treeDataProvider: tree, showCollapseAll: true }),

@@ -91,6 +91,8 @@ export interface RunSummary {
   live: boolean;
   /** Why it stopped (`rounds`, `budget`, `cancelled`, ...); null while it has not finished. */
   finished: string | null;
+  /** What stopped a run that finished with `error` (a model error no retry can fix, such as a refused key). */
+  error: string | null;
   /** The latest round started (0 before the first). */
   round: number;
   rounds: number;

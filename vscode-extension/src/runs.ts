@@ -20,6 +20,19 @@ export function applyUpdate(runs: RunSummary[], update: RunUpdate): RunSummary[]
   return "removed" in update ? runs.filter((r) => r.run !== update.run) : upsertRun(runs, update);
 }
 
+/** What to tell the user when ``update`` is the moment a run stopped on an error (a refused key, a model that does
+ * not exist): the run's id and the error; null for any other update, and for a run already known to have stopped. */
+export function stoppedMessage(runs: RunSummary[], update: RunUpdate): string | null {
+  if ("removed" in update || update.finished !== "error") {
+    return null;
+  }
+  const before = runs.find((r) => r.run === update.run);
+  if (before?.finished === "error") {
+    return null;
+  }
+  return `evoteam: run ${update.run} stopped: ${update.error ?? "an error no retry can fix"}`;
+}
+
 export function speed(value: number | null | undefined): string {
   return value === null || value === undefined ? "–" : `${value.toFixed(2)}x`;
 }
@@ -30,7 +43,7 @@ export function tokens(used: number, budget: number): string {
 
 /** The tree's line for a run: its id, then kernel, mode, progress and best. */
 export function runDescription(run: RunSummary): string {
-  const state = run.live ? `round ${run.round}/${run.rounds}` : (run.finished ?? "stopped");
+  const state = run.live ? `round ${run.round}/${run.rounds}` : run.finished === "error" ? "stopped on an error" : (run.finished ?? "stopped");
   return `${run.kernel} · ${run.mode} · ${state} · best ${speed(run.bestSpeedup)}`;
 }
 

@@ -3,7 +3,7 @@
 
 import * as vscode from "vscode";
 import { CandidateInfo, ROUNDS, RUNS, RoundInfo, RoundsResult, RunSummary, RunUpdate } from "./messages.generated";
-import { applyUpdate, candidateLabel, roundDescription, runDescription } from "./runs";
+import { applyUpdate, candidateLabel, roundDescription, runDescription, stoppedMessage } from "./runs";
 import { Ask } from "./serverClient";
 
 export type Node =
@@ -35,11 +35,14 @@ export class RunsTree implements vscode.TreeDataProvider<Node> {
     this.reset(await this.ask(RUNS));
   }
 
-  /** One run changed or was removed (evoteam/runUpdated): its rounds are read again when shown. */
-  update(update: RunUpdate): void {
+  /** One run changed or was removed (evoteam/runUpdated): its rounds are read again when shown. Returns what to
+   * tell the user when the update is a run stopping on an error, else null. */
+  update(update: RunUpdate): string | null {
+    const message = stoppedMessage(this.runs, update);
     this.runs = applyUpdate(this.runs, update);
     this.rounds.delete(update.run);
     this.changed.fire(undefined);
+    return message;
   }
 
   getTreeItem(node: Node): vscode.TreeItem {
@@ -49,6 +52,9 @@ export class RunsTree implements vscode.TreeDataProvider<Node> {
       item.contextValue = node.run.live ? "run-live" : "run";
       item.iconPath = new vscode.ThemeIcon(node.run.live ? "sync~spin" : node.run.best ? "pass" : "circle-outline");
       item.tooltip = `${node.run.team.join(", ")} (${node.run.protocol ?? "?"}) · ${node.run.candidates} candidates`;
+      if (node.run.error) {
+        item.tooltip += `\nstopped: ${node.run.error}`;
+      }
       item.id = `run:${node.run.run}`;
       return item;
     }

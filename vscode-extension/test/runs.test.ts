@@ -10,6 +10,7 @@ import {
   roundDescription,
   runDescription,
   statusText,
+  stoppedMessage,
   upsertRun,
   worktreeDir,
 } from "../src/runs";
@@ -22,6 +23,7 @@ function summary(run: string, changes: Partial<RunSummary> = {}): RunSummary {
     llm: "offline",
     live: false,
     finished: "rounds",
+    error: null,
     round: 3,
     rounds: 3,
     roundsFinished: 3,
@@ -108,4 +110,14 @@ test("a run's progress keeps its latest message until it ends; other tokens are 
 test("a worktree goes beside the repository, named after it and the branch", () => {
   assert.equal(worktreeDir("/home/u/repo/", "evoteam/run-1/round-02"), "/home/u/repo-evoteam-run-1-round-02");
   assert.equal(worktreeDir("/repo", "evoteam/x/best"), "/repo-evoteam-x-best");
+});
+
+test("a run that stops on an error is told once, with its error, and reads as stopped", () => {
+  const running = summary("a", { live: true, finished: null });
+  const stopped = summary("a", { finished: "error", error: "anthropic call failed and is not retried: 401 authentication_error" });
+  assert.equal(stoppedMessage([running], stopped), "evoteam: run a stopped: anthropic call failed and is not retried: 401 authentication_error");
+  assert.equal(stoppedMessage([stopped], stopped), null); // already known: not told again
+  assert.equal(stoppedMessage([], summary("b")), null); // a run that finished its rounds
+  assert.equal(stoppedMessage([stopped], { run: "a", removed: true }), null);
+  assert.equal(runDescription(stopped), "scale_add · evolving · stopped on an error · best 1.35x");
 });
