@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> None:
         help="each run's own knowledge store starts empty, or as a copy of the kernel's store taken when the "
         "comparison starts (default empty)",
     )
-    p.add_argument("--llm", choices=["auto", "anthropic", "claude-code", "offline"], default="auto")
+    p.add_argument("--llm", choices=["auto", "anthropic", "openai", "claude-code", "offline"], default="auto")
     p.add_argument("--model")
     p.add_argument("--runner", default="local")
     p.add_argument("--max-turns", type=int, default=200, help="model turns per agent and round at most (default 200)")

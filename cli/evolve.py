@@ -24,9 +24,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--team", choices=["single", "fixed", "evolving"], default="evolving", help="team mode")
     p.add_argument(
         "--llm",
-        choices=["auto", "anthropic", "claude-code", "offline"],
+        choices=["auto", "anthropic", "openai", "claude-code", "offline"],
         default="auto",
-        help="agent backend (auto: Claude when ANTHROPIC_API_KEY is set, else the offline team)",
+        help="agent backend (auto: Claude when ANTHROPIC_API_KEY is set, else the offline team; openai: any "
+        "OpenAI-compatible server, OPENAI_API_KEY and OPENAI_BASE_URL)",
     )
     p.add_argument("--model", help="model of the agents and the supervisor (default: the backend's)")
     p.add_argument("--runner", default="local", help="local | ssh://HOST | ray | ray://ADDRESS")

@@ -19,7 +19,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     budget: int = Field(default=200_000, ge=0, description="hard token budget of a run")
     team: Literal["single", "fixed", "evolving"] = "evolving"
-    llm: Literal["auto", "anthropic", "claude-code", "offline"] = "auto"
+    llm: Literal["auto", "anthropic", "openai", "claude-code", "offline"] = "auto"
     runner: str = Field(default="local", pattern=r"^(local|ray|ssh://\S+|ray://\S+)$")
     model: str | None = None
     rounds: int = Field(default=3, ge=1, le=1000)

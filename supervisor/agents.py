@@ -47,6 +47,11 @@ def backend_factory(
             return offline_role(role, sink)
         if backend == "anthropic":
             return _loop_agent(env, role.model or model, sink, stop)
+        if backend == "openai":
+            from evoteam.roles.agent import LoopAgent
+            from evoteam.roles.backends.choose import openai_llm
+
+            return LoopAgent(*openai_llm(env, role.model or model), on_event=sink, should_stop=stop)
         return make_agent(backend, task, env, model=role.model or model)
 
     return build

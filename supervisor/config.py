@@ -13,7 +13,7 @@ from evoteam.roles.budget import Price
 from evoteam.supervisor.team import TeamMode
 
 StopReason = Literal["rounds", "budget", "target", "cancelled", "error"]
-LlmChoice = Literal["auto", "anthropic", "claude-code", "offline"]
+LlmChoice = Literal["auto", "anthropic", "openai", "claude-code", "offline"]
 
 
 class RunConfig(BaseModel):

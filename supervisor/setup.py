@@ -8,6 +8,7 @@ from pathlib import Path
 
 from evoteam.gpu_bench.api import EvalConfig, Evaluator, KernelTask, Runner, Solution, load_tasks
 from evoteam.roles.backends.choose import choose_backend
+from evoteam.roles.llm import LLM
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
 from evoteam.supervisor.agents import backend_factory
 from evoteam.supervisor.config import RunConfig, task_config
@@ -67,12 +68,16 @@ def make_services(
             caches[key] = EvaluationCache(service)
         return caches[key]
 
-    supervisor_llm = None
+    supervisor_llm: tuple[LLM, str] | None = None
     if backend == "anthropic":
         from evoteam.roles.backends.anthropic_api import AnthropicLLM
         from evoteam.roles.backends.settings import AnthropicSettings
 
         settings = AnthropicSettings.from_env(env, model=config.model)
         supervisor_llm = (AnthropicLLM(settings), settings.model)
+    elif backend == "openai":
+        from evoteam.roles.backends.choose import openai_llm
+
+        supervisor_llm = openai_llm(env, config.model)
     agents = backend_factory(backend, task, env, config.model, config.evaluations_per_agent, config.seed)
     return RunServices(task=task, evaluations=evaluations, agents=agents, supervisor_llm=supervisor_llm), runner

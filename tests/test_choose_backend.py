@@ -22,10 +22,12 @@ def test_auto_is_offline_without_a_key_and_anthropic_with_one() -> None:
     assert choose_backend("auto", {"ANTHROPIC_API_KEY": "sk-test"}) == "anthropic"
     assert choose_backend(None, {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}) == "anthropic"
     assert choose_backend("Claude-Code", {}) == "claude-code"
+    assert choose_backend("openai", {}) == "openai"
+    assert choose_backend("auto", {"OPENAI_API_KEY": "sk-test"}) == "offline"  # openai only when asked for
 
 
 def test_unknown_backend_names_the_choices() -> None:
-    with pytest.raises(BackendError, match="auto, anthropic, claude-code, offline"):
+    with pytest.raises(BackendError, match="auto, anthropic, openai, claude-code, offline"):
         choose_backend("gpt", {})
 
 
@@ -37,6 +39,10 @@ def test_make_agent_builds_each_backend_without_calling_anything() -> None:
     with pytest.raises(BackendError, match="ANTHROPIC_API_KEY"):
         make_agent("anthropic", TASK, {})
     assert type(make_agent("claude-code", TASK, {})).__name__ == "ClaudeCodeAgent"
+    local = make_agent("openai", TASK, {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, model="qwen2.5-coder")
+    assert isinstance(local, LoopAgent) and local.model == "qwen2.5-coder"
+    with pytest.raises(BackendError, match="OPENAI_API_KEY"):
+        make_agent("openai", TASK, {})
 
 
 def test_the_key_can_come_from_a_key_file_and_an_unreadable_one_is_a_clear_error(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from conftest import KERNELS, SCALE_ADD_TOML, cli_env, evoteam, git, run_seed, scale_add_repo
 from evoteam.roles.backends.fake_messages_script import text
 from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
+from evoteam.roles.backends.fake_openai_server import FakeOpenAIServer, call, say
 
 pytestmark = pytest.mark.integration
 
@@ -309,3 +310,40 @@ def test_a_refused_key_stops_the_run_at_its_first_call_with_a_clear_message(repo
     shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
     assert shown["finished"] == "error" and "401 authentication_error" in shown["finished_error"]
     assert "stopped by:" in evoteam(repo, "show", run).stdout
+
+
+def test_the_single_agent_runs_on_an_openai_compatible_server(repo: Path) -> None:
+    """``--team single --llm openai``: the Codex-style baseline (any OpenAI-compatible server at a base URL)."""
+    faster = (repo / "kernel.cpp").read_text().replace("#define PASSES 64", "#define PASSES 1")
+    assert "#define PASSES 1\n" in faster
+
+    def play(body: dict[str, object]) -> object:
+        if "tools" not in body:  # the supervisor (no decision is needed of a single agent's team)
+            return say("{}")
+        turn = sum(1 for m in body["messages"] if isinstance(m, dict) and m.get("role") == "assistant")
+        script = [
+            call("write", {"path": "kernel.cpp", "content": faster}, text="One pass is enough."),
+            call("evaluate", {}),
+            call("submit_candidate", {"rationale": "compute the result once instead of 64 times"}),
+        ]
+        return script[turn] if turn < len(script) else say("Submitted.")
+
+    with FakeOpenAIServer(play, api_key="sk-local") as server:
+        env = cli_env(repo) | {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-local"}
+        args = ["evolve", "scale_add", "--llm", "openai", "--model", "local-coder", "--team", "single", "--rounds", "1"]
+        done = evoteam(repo, *args, env=env)
+        replies = list(server.replies)
+    assert done.returncode == 0, done.stderr
+    [run] = [p.name for p in (repo / ".evoteam" / "runs").iterdir()]
+    shown = json.loads(evoteam(repo, "show", run, "--json").stdout)
+    [candidate] = shown["candidates"]
+    assert candidate["role"] == "Optimizer" and candidate["record"]["status"] == "PASSED"
+    assert shown["best"] == candidate["id"] and shown["best_speedup"] > 2  # 64 passes down to 1
+    journal = [
+        json.loads(line) for line in (repo / ".evoteam" / "runs" / run / "journal.jsonl").read_text().splitlines()
+    ]
+    spent = [e["data"] for e in journal if e["kind"] == "tokens"]
+    assert spent and {s["model"] for s in spent} == {"local-coder"}
+    assert sum(s["usage"]["input_tokens"] + s["usage"]["cache_read_input_tokens"] for s in spent) == sum(
+        r["usage"]["prompt_tokens"] for r in replies if "usage" in r
+    )

@@ -9,7 +9,6 @@ reads the conversation so far from the cache. The API key goes into the client a
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import math
@@ -28,6 +27,7 @@ from evoteam.roles.backends.retry import (
     RetryStats,
     Sleeper,
     call_with_retries,
+    retry_after,
 )
 from evoteam.roles.backends.settings import AnthropicSettings
 from evoteam.roles.llm import Block, Message, Reply, Request, TextBlock, ToolResultBlock, ToolUseBlock, Usage
@@ -196,7 +196,7 @@ def classify(exc: Exception, timeout_s: float) -> Failure | None:
         if exc.status_code < 400:  # an error event in the middle of a stream (the HTTP status was 200)
             return Failure(f"error event in the stream: {_describe(exc)}", retryable=exc.type in RETRY_ERROR_TYPES)
         retryable = exc.status_code in RETRY_STATUS or exc.type == "overloaded_error"
-        return Failure(_describe(exc), retryable, _retry_after(exc.response.headers), fatal=_fatal(exc))
+        return Failure(_describe(exc), retryable, retry_after(exc.response.headers.get), fatal=_fatal(exc))
     if isinstance(exc, anthropic.APIResponseValidationError):
         return Failure(f"the response does not have the API's shape: {exc.message}", retryable=False)
     if isinstance(exc, httpx2.TimeoutException):
@@ -226,23 +226,6 @@ def _describe(exc: anthropic.APIError) -> str:
         status = "" if exc.status_code < 400 else f"{exc.status_code} "
         return f"{status}{exc.type or 'error'}: {exc.api_message or exc.message}"
     return exc.message
-
-
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    """``retry-after-ms``, or ``retry-after`` in seconds or as an HTTP date."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return float(value) / scale
-        except ValueError:
-            pass
-        try:
-            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            pass
-    return None
 
 
 def _content(message: Message) -> list[dict[str, Any]]:

@@ -11,9 +11,10 @@ from typing import Literal
 
 from evoteam.gpu_bench.api import KernelTask
 from evoteam.roles.agent_api import Agent
+from evoteam.roles.llm import LLM
 
-BackendName = Literal["anthropic", "claude-code", "offline"]
-CHOICES = ("auto", "anthropic", "claude-code", "offline")
+BackendName = Literal["anthropic", "openai", "claude-code", "offline"]
+CHOICES = ("auto", "anthropic", "openai", "claude-code", "offline")
 
 
 class BackendError(ValueError):
@@ -31,6 +32,8 @@ def choose_backend(requested: str | None, env: Mapping[str, str]) -> BackendName
         return "anthropic" if settings.api_key is not None or settings.base_url is not None else "offline"
     if choice == "anthropic":
         return "anthropic"
+    if choice == "openai":
+        return "openai"
     if choice == "claude-code":
         return "claude-code"
     return "offline"
@@ -58,8 +61,23 @@ def make_agent(
         if settings.api_key is None and settings.base_url is None:
             raise BackendError("the anthropic backend needs ANTHROPIC_API_KEY (or an Anthropic-compatible base URL)")
         return LoopAgent(AnthropicLLM(settings), settings.model)
+    if name == "openai":
+        from evoteam.roles.agent import LoopAgent
+
+        return LoopAgent(*openai_llm(env, model))
     try:
         from evoteam.roles.backends.claude_code import ClaudeCodeAgent, ClaudeCodeSettings
     except ImportError as exc:
         raise BackendError(f"the claude-code backend needs `pip install evoteam[claude-code]`: {exc}") from None
     return ClaudeCodeAgent(ClaudeCodeSettings(model=model))
+
+
+def openai_llm(env: Mapping[str, str], model: str | None = None) -> tuple[LLM, str]:
+    """The OpenAI-compatible model and its name, from ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` (or
+    ``EVOTEAM_OPENAI_BASE_URL``) and ``EVOTEAM_OPENAI_MODEL``, ``model`` first."""
+    from evoteam.roles.backends.openai_api import OpenAILLM, OpenAISettings
+
+    settings = OpenAISettings.from_env(env, model=model)
+    if settings.api_key is None and settings.base_url is None:
+        raise BackendError("the openai backend needs OPENAI_API_KEY (or an OpenAI-compatible OPENAI_BASE_URL)")
+    return OpenAILLM(settings), settings.model

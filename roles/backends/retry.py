@@ -3,6 +3,7 @@ every retry counted and logged, and a ``Sleeper`` seam so tests never really wai
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import random
 import threading
@@ -142,3 +143,21 @@ def call_with_retries(
     if last.fatal:
         raise FatalLLMError(message)
     raise LLMError(message)
+
+
+def retry_after(header: Callable[[str], str | None], now: Callable[[], float] = time.time) -> float | None:
+    """The server's wait from its response headers (``header(name)`` looks one up): ``retry-after-ms``, or
+    ``retry-after`` in seconds or as an HTTP date; None when it gave none."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = header(name)
+        if value is None:
+            continue
+        try:
+            return float(value) / scale
+        except ValueError:
+            pass
+        try:
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now())
+        except (TypeError, ValueError):
+            pass
+    return None
