@@ -60,6 +60,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--runner", default="local")
     p.add_argument("--max-turns", type=int, default=200, help="model turns per agent and round at most (default 200)")
     p.add_argument("--prices", type=Path, help="a JSON or TOML price table (USD per million tokens) over ours")
+    p.add_argument(
+        "--max-tokens", type=int, default=4096, help="the longest reply of a model-backed agent (default 4096)"
+    )
     p.add_argument("--seed", type=int, default=0, help="the first run's seed")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the table")
     add_unsafe_flag(p)
@@ -85,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("--rounds must be at least 1 and --budget not negative")
     if args.evaluation_budget is not None and args.evaluation_budget < 1:
         return _fail("--evaluation-budget must be at least 1")
-    if args.max_turns < 1:
-        return _fail("--max-turns must be at least 1")
+    if args.max_turns < 1 or args.max_tokens < 1:
+        return _fail("--max-turns and --max-tokens must be at least 1")
     if (args.kernel is None) == (args.tasks is None):
         return _fail("name one kernel, or several with --tasks (not both)")
     try:
@@ -117,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         knowledge=args.knowledge,
         max_turns=args.max_turns,
+        max_tokens=args.max_tokens,
         prices=prices,
         unsafe_no_sandbox=args.unsafe_no_sandbox,
     )

@@ -39,6 +39,9 @@ def add_parser(sub: Any) -> None:
         help="the agents' evaluations of the whole run at most, shared out like tokens (default: no limit)",
     )
     p.add_argument("--prices", type=Path, help="a JSON or TOML price table (USD per million tokens) over ours")
+    p.add_argument(
+        "--max-tokens", type=int, default=4096, help="the longest reply of a model-backed agent (default 4096)"
+    )
     p.add_argument("--max-turns", type=int, help="model turns per agent and round at most (default: the backend's, 30)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--detach", action="store_true", help="start the run in the background and print its id")
@@ -86,6 +89,8 @@ def run_evolve(args: argparse.Namespace) -> int:
         return _fail("--evaluation-budget must be at least 1")
     if args.max_turns is not None and args.max_turns < 1:
         return _fail("--max-turns must be at least 1")
+    if args.max_tokens < 1:
+        return _fail("--max-tokens must be at least 1")
     try:
         prices = load_prices(args.prices) if args.prices is not None else {}
     except PricesError as exc:
@@ -111,6 +116,7 @@ def run_evolve(args: argparse.Namespace) -> int:
         evaluations_per_agent=args.evaluations,
         evaluation_budget=args.evaluation_budget,
         max_turns=args.max_turns,
+        max_tokens=args.max_tokens,
         prices=prices,
         seed=args.seed,
         unsafe_no_sandbox=args.unsafe_no_sandbox,

@@ -96,7 +96,8 @@ class LoopAgent:
         model = a.role.model or self.model
         system = self.system(context)
         tools = context.toolbox.specs()
-        messages = [Message(role="user", content=[TextBlock(text=_brief(a.round, a.brief))])]
+        opening = f"{_brief(a.round, a.brief)}\n\n{limits(context, self.max_tokens)}"
+        messages = [Message(role="user", content=[TextBlock(text=opening)])]
         first_submission = len(context.submissions)
         usage = Usage()
         turns = 0
@@ -173,6 +174,21 @@ def _brief(round: int, brief: str) -> str:
     if brief.strip():
         return f"Round {round}. Your brief from the supervisor:\n\n{brief.strip()}"
     return f"Round {round}. There is no particular brief this round: work on your mission."
+
+
+def limits(context: AgentContext, max_tokens: int) -> str:
+    """What the agent may spend this round, said at its start: turns, tokens (its role's share), evaluations
+    (when the run has an evaluation budget) and the length of one reply."""
+    parts = [
+        f"at most {context.assignment.max_turns} turns",
+        f"{context.budget.remaining:,} tokens (your role's share of this round; every call's input counts)",
+    ]
+    if context.evaluations is not None:
+        parts.append(f"{context.evaluations} calls of evaluate")
+    return (
+        f"Your limits this round: {'; '.join(parts)}. One reply holds at most {max_tokens:,} tokens: change a long "
+        "file with patch or str_replace rather than rewriting it whole."
+    )
 
 
 def _text(blocks: list[Block]) -> str:

@@ -13,7 +13,7 @@ from evoteam.roles.spec import RoleSpec
 from evoteam.roles.tools.base import TOOL_NAMES
 
 READ = ["view", "list"]
-EDIT = ["write", "str_replace"]
+EDIT = ["write", "str_replace", "patch"]
 KNOW = ["read_knowledge", "write_note"]
 ALL_TOOLS = list(TOOL_NAMES)
 

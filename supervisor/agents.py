@@ -19,6 +19,7 @@ from evoteam.roles.agent import EventSink
 from evoteam.roles.agent_api import Agent
 from evoteam.roles.backends.choose import BackendError, BackendName, make_agent
 from evoteam.roles.spec import RoleSpec
+from evoteam.supervisor.config import DEFAULT_MAX_TOKENS
 
 _WRITERS = {"write", "submit_candidate", "evaluate", "view"}
 
@@ -28,8 +29,16 @@ AgentFactory = Callable[[RoleSpec, int, int, EventSink, Callable[[], bool]], Age
 
 
 def backend_factory(
-    backend: BackendName, task: KernelTask, env: Mapping[str, str], model: str | None, evaluations: int, seed: int
+    backend: BackendName,
+    task: KernelTask,
+    env: Mapping[str, str],
+    model: str | None,
+    evaluations: int,
+    seed: int,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> AgentFactory:
+    """``max_tokens``: the longest reply of a model-backed agent (the run's ``max_tokens``)."""
+
     def build(role: RoleSpec, round_number: int, index: int, sink: EventSink, stop: Callable[[], bool]) -> Agent | None:
         if backend == "offline":
             if set(role.tools) >= _WRITERS:
@@ -46,18 +55,21 @@ def backend_factory(
                 )
             return offline_role(role, sink)
         if backend == "anthropic":
-            return _loop_agent(env, role.model or model, sink, stop)
+            return _loop_agent(env, role.model or model, sink, stop, max_tokens)
         if backend == "openai":
             from evoteam.roles.agent import LoopAgent
             from evoteam.roles.backends.choose import openai_llm
 
-            return LoopAgent(*openai_llm(env, role.model or model), on_event=sink, should_stop=stop)
+            llm, name = openai_llm(env, role.model or model)
+            return LoopAgent(llm, name, max_tokens=max_tokens, on_event=sink, should_stop=stop)
         return make_agent(backend, task, env, model=role.model or model)
 
     return build
 
 
-def _loop_agent(env: Mapping[str, str], model: str | None, sink: EventSink, stop: Callable[[], bool]) -> Agent:
+def _loop_agent(
+    env: Mapping[str, str], model: str | None, sink: EventSink, stop: Callable[[], bool], max_tokens: int
+) -> Agent:
     """The tool-loop agent over the Anthropic API, reporting to ``sink`` and polling ``stop``."""
     from evoteam.roles.agent import LoopAgent
     from evoteam.roles.backends.anthropic_api import AnthropicLLM
@@ -66,7 +78,7 @@ def _loop_agent(env: Mapping[str, str], model: str | None, sink: EventSink, stop
     settings = AnthropicSettings.from_env(env, model=model)
     if settings.api_key is None and settings.base_url is None:
         raise BackendError("the anthropic backend needs ANTHROPIC_API_KEY (or an Anthropic-compatible base URL)")
-    return LoopAgent(AnthropicLLM(settings), settings.model, on_event=sink, should_stop=stop)
+    return LoopAgent(AnthropicLLM(settings), settings.model, max_tokens=max_tokens, on_event=sink, should_stop=stop)
 
 
 def offline_role(role: RoleSpec, sink: EventSink) -> Agent | None:

@@ -19,7 +19,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoteam.roles.budget import Price
-from evoteam.supervisor.config import LlmChoice, RunConfig, new_run_id, state_dir
+from evoteam.supervisor.config import DEFAULT_MAX_TOKENS, LlmChoice, RunConfig, new_run_id, state_dir
 from evoteam.supervisor.team import TeamMode
 
 KnowledgeStart = Literal["empty", "snapshot"]
@@ -49,6 +49,7 @@ class Settings(BaseModel):
     """The first run seed; seed index ``s`` runs with ``seed + s``."""
     knowledge: KnowledgeStart = "empty"
     max_turns: int | None = Field(default=None, gt=0)
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)
     prices: dict[str, Price] = Field(default_factory=dict)
     unsafe_no_sandbox: bool = False
 
@@ -112,6 +113,7 @@ def run_config(settings: Settings, experiment: str, task: str, config_path: Path
         seed=settings.seed + seed,
         knowledge=knowledge_key(experiment, task, arm, seed),
         max_turns=settings.max_turns,
+        max_tokens=settings.max_tokens,
         prices=settings.prices,
         unsafe_no_sandbox=settings.unsafe_no_sandbox,
     )

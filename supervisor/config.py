@@ -13,6 +13,8 @@ from evoteam.roles.budget import Price
 from evoteam.supervisor.team import TeamMode
 
 StopReason = Literal["rounds", "budget", "target", "cancelled", "error"]
+DEFAULT_MAX_TOKENS = 4096
+"""The longest reply of a model-backed agent unless the run says otherwise (``--max-tokens``)."""
 LlmChoice = Literal["auto", "anthropic", "openai", "claude-code", "offline"]
 
 
@@ -47,6 +49,8 @@ class RunConfig(BaseModel):
     knowledge: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.@+-]*$")
     """The knowledge store the run reads and writes: ``.evoteam/knowledge/<this>/``; None: the kernel's own
     (``.evoteam/knowledge/<kernel>/``), shared by its runs. ``evoteam compare`` gives each run its own."""
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)
+    """The longest reply of a model-backed agent (a model's own limit may be lower)."""
     max_turns: int | None = Field(default=None, gt=0)
     """Model turns per agent and round at most; None: the backend's default (30). A safety net: the token
     budget is the limit that matters."""

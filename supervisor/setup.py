@@ -79,5 +79,7 @@ def make_services(
         from evoteam.roles.backends.choose import openai_llm
 
         supervisor_llm = openai_llm(env, config.model)
-    agents = backend_factory(backend, task, env, config.model, config.evaluations_per_agent, config.seed)
+    agents = backend_factory(
+        backend, task, env, config.model, config.evaluations_per_agent, config.seed, config.max_tokens
+    )
     return RunServices(task=task, evaluations=evaluations, agents=agents, supervisor_llm=supervisor_llm), runner

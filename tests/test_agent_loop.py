@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from conftest import KERNELS, quick_config, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.schema import Solution
-from evoteam.roles.agent import AgentEvent, LoopAgent
+from evoteam.roles.agent import AgentEvent, LoopAgent, limits
 from evoteam.roles.agent_api import AgentContext, Assignment, Submission
 from evoteam.roles.backends.scripted import ScriptedLLM, Step, text, tool_call
 from evoteam.roles.budget import TokenBudget
@@ -127,7 +128,13 @@ def test_write_evaluate_submit_round_trip_with_the_real_evaluator(setup: Setup) 
     assert first.system[1].startswith("# Mission: Optimizer")
     assert first.system[2].startswith("# The task: scale_add")
     assert "OpenMP over the vector" in first.system[3]
-    assert first.messages[0].content == [TextBlock(text="Round 3. Your brief from the supervisor:\n\nmake it faster")]
+    assert first.messages[0].content == [
+        TextBlock(
+            text="Round 3. Your brief from the supervisor:\n\nmake it faster\n\nYour limits this round: at most 10 "
+            "turns; 1,000,000 tokens (your role's share of this round; every call's input counts). One reply holds at "
+            "most 1,000 tokens: change a long file with patch or str_replace rather than rewriting it whole."
+        )
+    ]
     assert [t.name for t in first.tools] == setup.role.tools
     assert all(r.system == first.system for r in llm.requests)  # the stable prefix does not change
     [viewed] = last_results(llm.requests[1])
@@ -245,10 +252,19 @@ def test_max_turns_and_cancel(setup: Setup) -> None:
 def test_an_empty_brief_still_starts_the_conversation_and_the_task_prompt_is_required(setup: Setup) -> None:
     agent, llm = setup.agent([text("nothing to do")])
     agent.run(setup.context(TokenBudget(1_000_000), brief=""))
-    assert llm.requests[0].messages[0].content == [
-        TextBlock(text="Round 3. There is no particular brief this round: work on your mission.")
-    ]
+    [opening] = llm.requests[0].messages[0].content
+    assert isinstance(opening, TextBlock)
+    assert opening.text.startswith("Round 3. There is no particular brief this round: work on your mission.\n\n")
+    assert "Your limits this round: at most 10 turns; 1,000,000 tokens" in opening.text
     context = setup.context(TokenBudget(1_000_000))
     context.task = None
     with pytest.raises(ValueError, match=r"needs context.task"):
         agent.run(context)
+
+
+def test_the_limits_name_the_evaluations_when_the_run_has_an_evaluation_budget(setup: Setup) -> None:
+    context = dataclasses.replace(setup.context(TokenBudget(50_000)), evaluations=5)
+    said = limits(context, 2048)
+    assert "at most 10 turns; 50,000 tokens" in said and "; 5 calls of evaluate." in said
+    assert "One reply holds at most 2,048 tokens" in said
+    assert "evaluate" not in limits(setup.context(TokenBudget(50_000)), 2048).split(".")[0]

@@ -18,7 +18,7 @@ import pytest
 from test_agent_loop import FASTER, Setup
 
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.roles.agent import LoopAgent
+from evoteam.roles.agent import LoopAgent, limits
 from evoteam.roles.backends import fake_messages_script as script
 from evoteam.roles.backends.anthropic_api import AnthropicLLM
 from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
@@ -34,6 +34,11 @@ KEY = "sk-ant-test-agent-loop-0123456789"
 MODEL = "claude-sonnet-4-5"  # priced in the default table, so accounts carry dollars
 EPHEMERAL = {"type": "ephemeral"}
 BRIEF = "Round 3. Your brief from the supervisor:\n\nmake it faster"
+
+
+def opening(context: Any, max_tokens: int) -> str:
+    """The agent's first message: the brief, then its limits (turns, its share of tokens, one reply's length)."""
+    return f"{BRIEF}\n\n{limits(context, max_tokens)}"
 
 
 class Wire:
@@ -219,7 +224,16 @@ def test_view_write_evaluate_submit_round_trip(
     assert first["model"] == MODEL and first["max_tokens"] == 1000
     assert [t["name"] for t in first["tools"]] == setup.role.tools
     assert first["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": BRIEF, "cache_control": EPHEMERAL}]}
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": opening(setup.context(TokenBudget(1_000_000)), 1000),
+                    "cache_control": EPHEMERAL,
+                }
+            ],
+        }
     ]
     assert all(b["system"] == first["system"] and b["tools"] == first["tools"] for b in bodies)
     assert [len(b["messages"]) for b in bodies] == [1, 3, 5, 7, 9]
@@ -298,15 +312,17 @@ def test_a_budget_exhausted_mid_conversation_stops_before_the_next_request(
     )
     run = make()
     agent = run.agent(max_tokens=1000)
-    context = setup.context(TokenBudget(0))
-    first = Request(
-        model=MODEL,
-        system=agent.system(context),
-        messages=[Message(role="user", content=[TextBlock(text=BRIEF)])],
-        tools=context.toolbox.specs(),
-        max_tokens=1000,
-    )
-    fits_one = run.llm.count_tokens(first) + 1000  # exactly what the first check asks; the second asks more
+    fits_one = 0
+    for _ in range(3):  # the opening states the budget, so the first request's size depends on it: settle it
+        context = setup.context(TokenBudget(fits_one))
+        first = Request(
+            model=MODEL,
+            system=agent.system(context),
+            messages=[Message(role="user", content=[TextBlock(text=opening(context, 1000))])],
+            tools=context.toolbox.specs(),
+            max_tokens=1000,
+        )
+        fits_one = run.llm.count_tokens(first) + 1000  # exactly what the first check asks; the second asks more
     budget = TokenBudget(fits_one)
     report = agent.run(setup.context(budget))
 

@@ -38,7 +38,13 @@ FILE_TOOLS = READ_TOOLS + WRITE_TOOLS
 """The CLI's built-in tools a session may have; Bash, web, notebooks and subagents are never among them."""
 NEVER = ("Bash", "BashOutput", "KillShell", "WebFetch", "WebSearch", "Task", "Agent", "NotebookEdit", "Skill")
 """Refused by name as well, in case a CLI version adds one of them back to a restricted tool list."""
-REPLACED = {"view": READ_TOOLS, "list": READ_TOOLS, "write": WRITE_TOOLS, "str_replace": WRITE_TOOLS}
+REPLACED = {
+    "view": READ_TOOLS,
+    "list": READ_TOOLS,
+    "write": WRITE_TOOLS,
+    "str_replace": WRITE_TOOLS,
+    "patch": WRITE_TOOLS,
+}
 """evoteam's own file tools, which the CLI's built-ins stand in for (a role with ``view`` gets Read, ...)."""
 
 MAX_RESULT_CHARS = 200_000

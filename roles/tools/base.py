@@ -14,6 +14,7 @@ TOOL_NAMES = (
     "list",
     "write",
     "str_replace",
+    "patch",
     "compile",
     "evaluate",
     "profile",

@@ -12,6 +12,7 @@ from evoteam.roles.tools.compiler import Checker, CompileTool, default_checker
 from evoteam.roles.tools.evaluation import EvaluateTool, EvaluationCache
 from evoteam.roles.tools.files import ListTool, StrReplaceTool, ViewTool, WriteTool
 from evoteam.roles.tools.notes import ReadKnowledgeTool, WriteNoteTool
+from evoteam.roles.tools.patch import PatchTool
 from evoteam.roles.tools.profiling import Profiler, ProfileTool, TimingProfiler
 from evoteam.roles.tools.submit import SubmitCandidateTool
 from evoteam.roles.workspace import Workspace
@@ -53,6 +54,7 @@ def build_toolbox(
         ListTool(workspace),
         WriteTool(workspace),
         StrReplaceTool(workspace),
+        PatchTool(workspace),
         CompileTool(task, workspace, name, author, services.checker, services.constraints),
         EvaluateTool(task, workspace, name, services.evaluations, author),
         ProfileTool(task, workspace, name, profiler, author),
