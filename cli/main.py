@@ -8,7 +8,20 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evoteam.cli import bench, check, compare, evolve, export_cmd, import_cmd, profile, report, runs, serve, worker
+    from evoteam.cli import (
+        bench,
+        check,
+        compare,
+        evolve,
+        export_cmd,
+        import_cmd,
+        profile,
+        prompt_cmd,
+        report,
+        runs,
+        serve,
+        worker,
+    )
 
     parser = argparse.ArgumentParser(prog="evoteam", description="Evolving agent teams for kernel optimization.")
     parser.add_argument("--version", action="version", version=f"evoteam {_version()}")
@@ -17,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_parser(sub)
     evolve.add_parser(sub)
     compare.add_parser(sub)
+    prompt_cmd.add_parser(sub)
     runs.add_parser(sub)
     report.add_parser(sub)
     import_cmd.add_parser(sub)

@@ -18,6 +18,7 @@ from evoteam.gpu_bench.build.cuda.instruction_classes import CLASSES as INSTRUCT
 from evoteam.gpu_bench.build.cuda.instruction_classes import checkable, downgrades, instruction_classes, lost_classes
 from evoteam.gpu_bench.build.cuda.nvcc import resolve_arch
 from evoteam.gpu_bench.build.cuda.resources import demangle
+from evoteam.gpu_bench.build.summary import build_summary
 from evoteam.gpu_bench.environment import cpu_name
 from evoteam.gpu_bench.interop.flashinfer.emit import emit_dataset
 from evoteam.gpu_bench.interop.flashinfer.export import ExportError, export_flashinfer, to_flashinfer_solution
@@ -27,6 +28,7 @@ from evoteam.gpu_bench.interop.kernelbench.problem import ImportOptions as Kerne
 from evoteam.gpu_bench.interop.kernelbench.problem import KernelBenchError, import_problem
 from evoteam.gpu_bench.interop.kernelbench.source import SourceError, parse_override
 from evoteam.gpu_bench.interop.kernelbench.write import write_task
+from evoteam.gpu_bench.machine import MachineFacts, machine_facts
 from evoteam.gpu_bench.profile.ncu import (
     DEFAULT_SECTIONS,
     LocalHost,
@@ -119,6 +121,7 @@ __all__ = [
     "Language",
     "LocalHost",
     "LocalRunner",
+    "MachineFacts",
     "ProfileHost",
     "ProfileReport",
     "ProfileRequest",
@@ -143,6 +146,7 @@ __all__ = [
     "add_worker_arguments",
     "agent_sandbox",
     "build",
+    "build_summary",
     "check_file",
     "check_solution",
     "checkable",
@@ -164,6 +168,7 @@ __all__ = [
     "load_tasks",
     "load_workloads",
     "lost_classes",
+    "machine_facts",
     "make_runner",
     "overall_status",
     "parse_cpus",

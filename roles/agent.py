@@ -96,8 +96,7 @@ class LoopAgent:
         model = a.role.model or self.model
         system = self.system(context)
         tools = context.toolbox.specs()
-        opening = f"{_brief(a.round, a.brief)}\n\n{limits(context, self.max_tokens)}"
-        messages = [Message(role="user", content=[TextBlock(text=opening)])]
+        messages = [Message(role="user", content=[TextBlock(text=first_message(context, self.max_tokens))])]
         first_submission = len(context.submissions)
         usage = Usage()
         turns = 0
@@ -174,6 +173,12 @@ def _brief(round: int, brief: str) -> str:
     if brief.strip():
         return f"Round {round}. Your brief from the supervisor:\n\n{brief.strip()}"
     return f"Round {round}. There is no particular brief this round: work on your mission."
+
+
+def first_message(context: AgentContext, max_tokens: int) -> str:
+    """The conversation's first message: the round and the supervisor's brief, then the agent's limits."""
+    a = context.assignment
+    return f"{_brief(a.round, a.brief)}\n\n{limits(context, max_tokens)}"
 
 
 def limits(context: AgentContext, max_tokens: int) -> str:

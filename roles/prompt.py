@@ -13,7 +13,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
-from evoteam.gpu_bench.api import AxisConst, Constraints, Definition, KernelTask, Workload
+from evoteam.gpu_bench.api import AxisConst, Constraints, Definition, KernelTask, Workload, build_summary
 
 KNOWN_VARIABLES: dict[str, str] = {
     "kernel": "the kernel task's name",
@@ -27,6 +27,11 @@ KNOWN_VARIABLES: dict[str, str] = {
     "knowledge": "what the knowledge store holds for this kernel (a summary)",
     "role": "the role's name",
     "tools": "the tools this role may use, comma separated",
+    "build": "the compiler (its version) and the flags candidates are built with",
+    "tolerance": "atol and rtol, and how an output element fails",
+    "baseline": "what candidates are timed against, and how",
+    "workloads": "every workload, one per line: its axes and id",
+    "machine": "the machine candidates run on: CPU, SIMD, caches, memory, GPU",
 }
 """Every variable a template may use, with what it holds."""
 
@@ -89,6 +94,15 @@ class TaskPrompt(BaseModel):
     definition_summary: str
     constraints: str
     knowledge: str
+    build: str = "(not described)"
+    """The compiler and flags candidates are built with."""
+    tolerance: str = "(not described)"
+    baseline: str = "(not described)"
+    """What candidates are timed against."""
+    workloads: str = "(none listed)"
+    """Every workload: its name and axes."""
+    machine: str = "(not described)"
+    """The machine candidates run on: CPU, SIMD, caches, memory, GPU."""
 
     def variables(self, role: str, tools: Sequence[str], brief: str) -> dict[str, str]:
         values = self.model_dump()
@@ -102,8 +116,14 @@ def task_prompt(
     workloads: Sequence[Workload] = (),
     knowledge: str = "",
     constraints: Constraints | None = None,
+    machine: str = "",
+    incumbent: str = "the start kernel (the files as the run found them)",
+    build: str | None = None,
 ) -> TaskPrompt:
-    """The prompt variables of ``task``; ``constraints`` (the round's) default to the task's own."""
+    """The prompt variables of ``task``; ``constraints`` (the round's) default to the task's own; ``machine``:
+    the facts of the machine candidates run on; ``incumbent``: what candidates are timed against; ``build``:
+    how they are built (default: the compiler's name and the flags, without running it)."""
+    tol = task.tolerance
     return TaskPrompt(
         kernel=task.name,
         language=task.language.value,
@@ -113,6 +133,17 @@ def task_prompt(
         definition_summary=definition_summary(definition, workloads),
         constraints=constraints_text(constraints if constraints is not None else task.constraints),
         knowledge=knowledge or "(nothing recorded yet)",
+        build=build if build is not None else build_summary(task.language.value, task.target, task.flags),
+        tolerance=(
+            f"atol {tol.atol:g}, rtol {tol.rtol:g}: an output element fails only when its absolute error is over "
+            "atol AND its relative error over rtol"
+        ),
+        baseline=(
+            f"{incumbent}; speedups are over it, timed in the same session, interleaved call by call (the task's "
+            f"own baseline is {task.baseline!r})"
+        ),
+        workloads=workloads_table(workloads),
+        machine=machine or "(not described)",
     )
 
 
@@ -133,12 +164,27 @@ def definition_summary(definition: Definition, workloads: Sequence[Workload] = (
     if definition.constraints:
         lines.append("axis constraints: " + "; ".join(definition.constraints))
     if workloads:
-        shown = ", ".join(f"{w.uuid} {w.axes}" for w in list(workloads)[:8])
-        more = f" and {len(workloads) - 8} more" if len(workloads) > 8 else ""
-        lines.append(f"workloads ({len(workloads)}): {shown}{more}")
+        lines.append(f"workloads: {len(workloads)} (listed below)")
     lines.append("reference (the ground truth; outputs must match it within tolerance):")
     lines.append("```python\n" + definition.reference.strip() + "\n```")
     return "\n".join(lines)
+
+
+WORKLOAD_ROWS = 200
+"""Workloads listed one per line up to this many; beyond, the count of the rest."""
+
+
+def workloads_table(workloads: Sequence[Workload]) -> str:
+    """One line per workload: its axes (what varies), then its id."""
+    if not workloads:
+        return "(none listed)"
+    rows = []
+    for w in list(workloads)[:WORKLOAD_ROWS]:
+        axes = ", ".join(f"{k}={v}" for k, v in w.axes.items()) or "(no variable axes)"
+        rows.append(f"- {axes} ({w.uuid})")
+    if len(workloads) > WORKLOAD_ROWS:
+        rows.append(f"- ... {len(workloads) - WORKLOAD_ROWS} more, of the same axes")
+    return "\n".join(rows)
 
 
 def constraints_text(constraints: Constraints) -> str:

@@ -15,6 +15,7 @@ call over it is refused, and the agent stops for budget.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -23,7 +24,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from evoteam.gpu_bench.api import BenchInputError, Constraints, KernelTask, Solution
+from evoteam.gpu_bench.api import (
+    BenchInputError,
+    Constraints,
+    EvaluationStatus,
+    KernelTask,
+    Solution,
+    build_summary,
+    machine_facts,
+)
 from evoteam.roles.agent import AgentEvent
 from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
 from evoteam.roles.budget import EvaluationShare, RoleShare, TokenBudget, split, split_whole
@@ -58,7 +67,16 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
     folder = run.folder / "rounds" / f"{number:02d}"
     definition = run.task.load_definition()
     constraints = merged_constraints(run.task, team)
-    prompt = task_prompt(run.task, definition, run.task.load_workloads(), run.knowledge.summary(), constraints)
+    prompt = task_prompt(
+        run.task,
+        definition,
+        run.task.load_workloads(),
+        run.knowledge.summary(),
+        constraints,
+        machine=machine_text(state.config.runner if state.config is not None else "local"),
+        incumbent=incumbent_text(state),
+        build=build_summary(run.task.language.value, run.task.target, run.task.flags, identify=True),
+    )
     parent = parent_solution(state) if state.best is not None else None  # else the start, the cache's incumbent
     tools = ToolServices(
         definition=definition,
@@ -146,6 +164,22 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         for index, role in reviewers:
             if not run.halted():
                 play(index, role, candidate)
+
+
+@functools.cache
+def machine_text(runner: str) -> str:
+    """The facts of the machine candidates run on: this one for the local runner (read once per process);
+    a remote runner's machine is not this one, so it is not described by this one's facts."""
+    if runner != "local":
+        return f"candidates run through the runner {runner}; that machine's facts are not gathered here"
+    return machine_facts().text()
+
+
+def incumbent_text(state: RunState) -> str:
+    """What the round's candidates are timed against, in words."""
+    if state.start is not None and state.start.status != EvaluationStatus.PASSED:
+        return "the task's baseline (the start kernel fails its own evaluation, so it cannot be the incumbent)"
+    return "the start kernel (r00-start: the kernel files as the run found them)"
 
 
 def role_shares(

@@ -347,3 +347,21 @@ def test_the_single_agent_runs_on_an_openai_compatible_server(repo: Path) -> Non
     assert sum(s["usage"]["input_tokens"] + s["usage"]["cache_read_input_tokens"] for s in spent) == sum(
         r["usage"]["prompt_tokens"] for r in replies if "usage" in r
     )
+
+
+def test_prompt_prints_what_an_agent_of_a_role_is_given_first(repo: Path) -> None:
+    done = evoteam(repo, "prompt", "debugger", "scale_add", "--team", "fixed", "--max-tokens", "2000")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    for part in ("system prompt", "mission: Debugger", "task", "knowledge"):
+        assert f"===== system, part: {part} =====" in text
+    assert "- n=65536 (large-65536)" in text and "atol 0.01, rtol 0.01" in text and "flags: -shared -fPIC -O2" in text
+    assert "CPU: " in text and "logical cores available" in text
+    assert "\n- patch: Apply a unified diff" in text and "\n- submit_candidate:" in text
+    assert "Round 1. There is no particular brief this round" in text
+    assert "One reply holds at most 2,000 tokens" in text
+    shown = json.loads(evoteam(repo, "prompt", "Optimizer", "scale_add", "--json").stdout)
+    assert len(shown["system"]) == 4 and shown["first_message"].startswith("Round 1.")
+    assert [t["name"] for t in shown["tools"]][:3] == ["view", "list", "write"]
+    bad = evoteam(repo, "prompt", "Wizard", "scale_add")
+    assert bad.returncode == 2 and "no role named 'Wizard'; roles: Optimizer, Debugger" in bad.stderr

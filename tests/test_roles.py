@@ -10,16 +10,18 @@ from pydantic import ValidationError
 
 from conftest import DATA, KERNELS
 from evoteam.gpu_bench.build.cuda.constraints import Constraints
-from evoteam.gpu_bench.schema import Binding, Language
+from evoteam.gpu_bench.schema import Binding, Language, Workload
 from evoteam.gpu_bench.task import KernelTask, load_workloads
 from evoteam.roles.builtin import BUILTIN_NAMES, builtin_role, builtin_roles, parse_verdict, prompt_name
 from evoteam.roles.prompt import (
     KNOWN_VARIABLES,
+    WORKLOAD_ROWS,
     PromptError,
     package_prompt,
     render,
     task_prompt,
     template_variables,
+    workloads_table,
 )
 from evoteam.roles.role_file import RoleFileError, load_role_file, team_roles
 from evoteam.roles.spec import RoleSpec
@@ -96,7 +98,11 @@ def test_task_description_holds_the_definition_and_workloads() -> None:
     assert "Language: cpp. Target: cpu." in text and "`honest.cpp`" in text and "`scale_add`" in text
     assert "scale_add_f32 (elementwise)" in text
     assert "inputs: x[n] float32, y[n] float32" in text and "outputs: out[n] float32" in text
-    assert "workloads (3): small-1000 {'n': 1000}" in text
+    assert "workloads: 3 (listed below)" in text
+    assert "- n=1000 (small-1000)\n- n=4096 (medium-4096)\n- n=65536 (large-65536)" in text  # every one
+    assert "with atol 0.01, rtol 0.01: an output element fails only when" in text
+    assert "Speed: against the start kernel" in text and "(the task's own baseline is 'reference')" in text
+    assert "Build: g++; flags: -shared -fPIC -O3." in text  # the default flags (the version only in a run)
     assert "def run(x, y):\n    return 2 * x + y" in text
 
 
@@ -206,3 +212,11 @@ def test_parse_verdict_reads_the_last_verdict_line() -> None:
     odd = parse_verdict("verdict: Suspicious: 40x on a memory-bound op")
     assert odd is not None and (odd.decision, odd.reason) == ("suspicious", "40x on a memory-bound op")
     assert parse_verdict("I approve of this") is None
+
+
+def test_every_workload_is_listed_up_to_a_cap() -> None:
+    many = [Workload(uuid=f"w{i}", axes={"n": 2**i}, inputs={}) for i in range(WORKLOAD_ROWS + 5)]
+    table = workloads_table(many)
+    assert table.splitlines()[:2] == ["- n=1 (w0)", "- n=2 (w1)"]
+    assert len(table.splitlines()) == WORKLOAD_ROWS + 1 and table.endswith("- ... 5 more, of the same axes")
+    assert workloads_table([]) == "(none listed)"
