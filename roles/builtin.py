@@ -12,8 +12,8 @@ from evoteam.roles.prompt import package_prompt, template_variables
 from evoteam.roles.spec import RoleSpec
 from evoteam.roles.tools.base import TOOL_NAMES
 
-READ = ["view", "list"]
-EDIT = ["write", "str_replace", "patch"]
+READ = ["view", "list", "history", "diff"]
+EDIT = ["write", "str_replace", "patch", "delete"]
 KNOW = ["read_knowledge", "write_note"]
 ALL_TOOLS = list(TOOL_NAMES)
 

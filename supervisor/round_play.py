@@ -45,6 +45,7 @@ from evoteam.roles.tools.base import Author, Tool, ToolResult
 from evoteam.roles.tools.candidate import kernel_files
 from evoteam.roles.tools.evaluation import EvaluationCache, MeteredEvaluate
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
+from evoteam.roles.tools.history import START, HistoryEntry
 from evoteam.roles.tools.profiling import TimingProfiler, render_report
 from evoteam.roles.workspace import Workspace
 from evoteam.supervisor.events import AgentFinished, AgentStep, Submitted
@@ -85,6 +86,7 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         constraints=constraints,
         parent=parent,
         require_citations=team.require_citations,
+        history=RunHistory(run),
     )
     brief = round_brief(state, team)
     if team.reprofile:
@@ -241,6 +243,46 @@ def step_sink(run: RunContext, number: int) -> Callable[[AgentEvent], None]:
             run.reporter.activity(line)
 
     return sink
+
+
+class RunHistory:
+    """The run's candidates for the agents' history and diff tools, read from a snapshot of the run's state at
+    each call (agents of the round see the candidates submitted before they ask)."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+
+    def entries(self) -> list[HistoryEntry]:
+        state = self.run.log.snapshot()
+        out = []
+        for c in sorted(state.candidates.values(), key=lambda c: (c.round, c.id)):
+            r = c.record
+            out.append(
+                HistoryEntry(
+                    id=c.id,
+                    round=c.round,
+                    role=c.role,
+                    parent=c.parent,
+                    status=r.status.value if r is not None else None,
+                    speedup=r.geomean_speedup if r is not None else None,
+                    ci=r.geomean_ci if r is not None else None,
+                    best=c.id == state.best,
+                    vetoed=bool(r is not None and r.vetoed),
+                    rationale=c.rationale,
+                )
+            )
+        return out
+
+    def files(self, version: str) -> dict[str, str] | None:
+        state = self.run.log.snapshot()
+        if version in (START, START_ID):
+            solution = state.start_solution
+        else:
+            candidate = state.candidates.get(version)
+            solution = candidate.solution if candidate is not None else None
+        if solution is None:
+            return None
+        return {str(s["path"]): str(s["content"]) for s in solution.get("sources", [])}
 
 
 class JournaledSubmit:

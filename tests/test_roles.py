@@ -63,7 +63,7 @@ def test_the_builtins_are_the_seven_roles_with_their_tools() -> None:
     assert "submit_candidate" in roles["Optimizer"].tools and "submit_candidate" in roles["Explorer"].tools
     assert "write" not in roles["Reviewer"].tools and "write" not in roles["Disciplinarian"].tools
     assert "profile" in roles["Profiling Scientist"].tools
-    assert roles["Knowledge Integrator"].tools == ["view", "list", "read_knowledge", "write_note"]
+    assert roles["Knowledge Integrator"].tools == ["view", "list", "history", "diff", "read_knowledge", "write_note"]
     roles["Optimizer"].tools.clear()
     assert builtin_role("Optimizer").tools  # callers get copies
     with pytest.raises(KeyError, match="Profiling Scientist"):

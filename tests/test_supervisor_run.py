@@ -522,3 +522,38 @@ def test_a_moved_share_is_what_the_role_may_spend_and_a_resumed_round_counts_wha
     state = RunState(role_tokens={(1, "Debugger"): 4500, (0, "Optimizer"): 999})
     again = role_shares(state, team, budget, 1, roles)
     assert {r: (s.cap, s.spent) for r, s in again.items()} == {"Optimizer": (15_000, 0), "Debugger": (5000, 4500)}
+
+
+class HistoryReader:
+    """Reads the run's history and diffs the best against the start, then ends its turn with what it saw."""
+
+    def run(self, context: AgentContext) -> AgentReport:
+        a = context.assignment
+        seen = context.toolbox.call("history", {})
+        best = (seen.data or {}).get("best")
+        diff = context.toolbox.call("diff", {"a": "start", "b": best or "start"})
+        changed = [line for line in diff.content.splitlines() if line.startswith(("---", "+++", "-#", "+#"))]
+        text = f"{seen.content}\n=====\n" + "\n".join(changed)
+        return AgentReport(role=a.role.name, agent_id=a.agent_id, stop="end_turn", final_text=text)
+
+
+def test_agents_of_a_later_round_see_the_runs_candidates_and_diff_them(repo: Path, evaluator: Evaluator) -> None:
+    task = task_of(repo)
+    run_services = services(task, evaluator)
+    offline = run_services.agents
+    run_services.agents = lambda role, number, index, sink, stop: (
+        offline(role, number, index, sink, stop) if number == 1 else HistoryReader()
+    )
+    supervisor = Supervisor(repo, "run-h", run_services)
+    supervisor.start(
+        RunConfig(run="run-h", kernel="scale_add", config=str(repo), rounds=2, llm="offline", mode="single")
+    )
+    state = supervisor.run()
+    assert state.best is not None and state.best.startswith("r01-optimizer-0-")
+    [reader] = [a for a in state.round_agents[2]]
+    seen, diff = reader.summary.split("\n=====\n")
+    assert seen.startswith(f"- {state.best}: round 1, Optimizer from r00-start: PASSED ") and "★ best" in seen
+    assert diff.splitlines()[:2] == ["--- start/kernel.cpp", f"+++ {state.best}/kernel.cpp"]
+    removed = [line for line in diff.splitlines()[2:] if line.startswith("-#define ")]
+    added = [line for line in diff.splitlines()[2:] if line.startswith("+#define ")]
+    assert len(removed) == len(added) >= 1  # the knob the climb moved, as it was and as it is in the best

@@ -12,9 +12,12 @@ from evoteam.roles.llm import ToolSpec
 TOOL_NAMES = (
     "view",
     "list",
+    "history",
+    "diff",
     "write",
     "str_replace",
     "patch",
+    "delete",
     "compile",
     "evaluate",
     "profile",

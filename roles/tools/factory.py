@@ -8,9 +8,11 @@ from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Solution
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.knowledge import KnowledgeStore
 from evoteam.roles.tools.base import TOOL_NAMES, Author, Tool, Toolbox
+from evoteam.roles.tools.candidate import kernel_files
 from evoteam.roles.tools.compiler import Checker, CompileTool, default_checker
 from evoteam.roles.tools.evaluation import EvaluateTool, EvaluationCache
-from evoteam.roles.tools.files import ListTool, StrReplaceTool, ViewTool, WriteTool
+from evoteam.roles.tools.files import DeleteTool, ListTool, StrReplaceTool, ViewTool, WriteTool
+from evoteam.roles.tools.history import CandidateHistory, DiffTool, HistoryTool, NoHistory
 from evoteam.roles.tools.notes import ReadKnowledgeTool, WriteNoteTool
 from evoteam.roles.tools.patch import PatchTool
 from evoteam.roles.tools.profiling import Profiler, ProfileTool, TimingProfiler
@@ -33,6 +35,8 @@ class ToolServices:
     constraints: Constraints | None = None
     require_citations: bool = False
     """The supervisor's knowledge policy: a strategy or failed attempt must name an evaluated candidate."""
+    history: CandidateHistory | None = None
+    """The run's candidates for the history and diff tools; None: outside a run (none)."""
     parent: Solution | None = None
     """The round's start when it is not the incumbent ``evaluations`` time against (a best found in an earlier
     round): a candidate a note names is timed against it."""
@@ -49,12 +53,16 @@ def build_toolbox(
     list the submit tool appends to (the one in the agent's ``AgentContext``)."""
     name = services.definition.name
     profiler = services.profiler or TimingProfiler(services.evaluations)
+    history: CandidateHistory = services.history or NoHistory()
     tools: list[Tool] = [
         ViewTool(workspace),
         ListTool(workspace),
+        HistoryTool(history),
+        DiffTool(task, workspace, history),
         WriteTool(workspace),
         StrReplaceTool(workspace),
         PatchTool(workspace),
+        DeleteTool(workspace, kernel_files(task)),
         CompileTool(task, workspace, name, author, services.checker, services.constraints),
         EvaluateTool(task, workspace, name, services.evaluations, author),
         ProfileTool(task, workspace, name, profiler, author),

@@ -6,6 +6,7 @@ result, never an exception.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -192,3 +193,37 @@ class StrReplaceTool:
             content=f"replaced 1 occurrence in {args.path} at line {first}:\n{snippet}",
             data={"path": args.path, "line": first},
         )
+
+
+class DeleteInput(_Input):
+    path: str = Field(description="file path relative to the workspace root")
+
+
+class DeleteTool:
+    name = "delete"
+    description = (
+        "Delete a file of the workspace (a scratch file, an old variant). The kernel's own files cannot be "
+        "deleted: the candidate is built from them."
+    )
+    input_model = DeleteInput
+
+    def __init__(self, workspace: Workspace, keep: Iterable[str] = ()) -> None:
+        self.workspace = workspace
+        self.keep = set(keep)
+
+    def run(self, args: DeleteInput) -> ToolResult:
+        try:
+            path = self.workspace.resolve(args.path)
+        except WorkspaceError as exc:
+            return _error(str(exc))
+        if self.workspace.relative(path) in self.keep:
+            return _error(f"{args.path!r} is one of the kernel's files and cannot be deleted (write it instead)")
+        if path.is_dir():
+            return _error(f"{args.path!r} is a folder; delete its files one by one")
+        if not path.is_file():
+            return _error(f"{args.path!r} does not exist")
+        try:
+            path.unlink()
+        except OSError as exc:
+            return _error(f"cannot delete {args.path!r}: {exc.strerror}")
+        return ToolResult(content=f"deleted {args.path}", data={"path": args.path})
