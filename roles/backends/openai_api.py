@@ -33,6 +33,7 @@ from evoteam.roles.backends.retry import (
     call_with_retries,
     retry_after,
 )
+from evoteam.roles.backends.settings import with_environment
 from evoteam.roles.llm import Block, Message, Reply, Request, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 log = logging.getLogger(__name__)
@@ -71,14 +72,8 @@ class OpenAISettings(BaseModel):
         """Explicit ``values`` win (None counts as not given); then ``OPENAI_API_KEY``,
         ``EVOTEAM_OPENAI_BASE_URL`` or ``OPENAI_BASE_URL``, ``EVOTEAM_OPENAI_MODEL``; then the defaults."""
         source = os.environ if env is None else env
-        for field, names in (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL)):
-            if values.get(field) is None:
-                found = next((source[n] for n in names if source.get(n)), None)
-                if found is not None:
-                    values[field] = found
-                else:
-                    values.pop(field, None)
-        return cls(**values)
+        fields = (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL))
+        return cls(**with_environment(values, source, fields))
 
     def key(self) -> str | None:
         return self.api_key.get_secret_value() if self.api_key is not None else None

@@ -20,6 +20,22 @@ ENV_BASE_URL = ("EVOTEAM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
 ENV_MODEL = ("EVOTEAM_MODEL",)
 
 
+def with_environment(
+    values: dict[str, Any], env: Mapping[str, str], fields: tuple[tuple[str, tuple[str, ...]], ...]
+) -> dict[str, Any]:
+    """``values`` with each field given as None (or not given) taken from the first set variable of its names
+    in ``env`` (empty ones count as unset), else left to the model's default."""
+    out = dict(values)
+    for field, names in fields:
+        if out.get(field) is None:
+            found = next((env[n] for n in names if env.get(n)), None)
+            if found is not None:
+                out[field] = found
+            else:
+                out.pop(field, None)
+    return out
+
+
 class AnthropicSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -56,14 +72,11 @@ class AnthropicSettings(BaseModel):
 
                 why = type(exc).__name__
                 raise BackendError(f"{ENV_API_KEY_FILE}={key_file}: cannot read the key file ({why})") from None
-        for field, names in (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL)):
-            if values.get(field) is None:
-                found = next((source[n] for n in names if source.get(n)), None)
-                if found is not None:
-                    values[field] = found
-                else:
-                    values.pop(field, None)
-        return cls(**values)
+        return cls(
+            **with_environment(
+                values, source, (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL))
+            )
+        )
 
     def key(self) -> str | None:
         """The key itself, for the one place that builds the client."""
