@@ -84,11 +84,12 @@ def plot(comparison: Comparison, path: Path) -> Path:
         colour = _COLOURS[k % len(_COLOURS)]
         ax.scatter([p[0] for p in points], [p[1] for p in points], color=colour, label=arm.arm, alpha=0.8)
         front = [points[i] for i in pareto_front(points)]
+        ax.scatter([p[0] for p in front], [p[1] for p in front], s=150, facecolors="none", edgecolors=colour)
         ax.step([p[0] for p in front], [p[1] for p in front], where="post", color=colour, linewidth=1.2)
     ax.axhline(1.0, color="#999999", linestyle="--", linewidth=1)
     ax.set_xlabel(label)
     ax.set_ylabel("final speedup over the start")
-    ax.set_title("each run's result: cost against speedup (lines: each arm's Pareto front)", fontsize=10)
+    ax.set_title("each run's result: cost against speedup (circled and joined: each arm's Pareto front)", fontsize=10)
     if runs:
         ax.legend(loc="best")
     else:
@@ -121,7 +122,7 @@ def _page(comparison: Comparison) -> str:
         "<h2>Over all tasks</h2>" if len(comparison.tasks) > 1 else "<h2>Arms</h2>",
         _table(COLUMNS, [row(a) for a in comparison.arms]),
         f'<figure><img src="{PLOT}" alt="cost against speedup"><figcaption>Each run\'s result: its cost and its '
-        "final speedup over the start; lines: each arm's Pareto front.</figcaption></figure>",
+        "final speedup over the start; circled and joined: each arm's Pareto front.</figcaption></figure>",
     ]
     for task in comparison.tasks:
         parts += [
