@@ -189,10 +189,12 @@ entry = "scale_add"
 definition = "scale_add.json"
 workloads = "scale_add.jsonl"
 flags = ["-O2"]
-knobs = { PASSES = [1, 64] }
+knobs = { PASSES = [1, 64], BLOCK = [256] }
 """
 """The ``evoteam.toml`` of ``scale_add_repo``: one CPU kernel task, ``kernel.cpp`` with entry ``scale_add``, whose
-knob ``PASSES`` the offline team tunes (from the slow start's 64 to 1: an improvement no busy machine hides)."""
+knob ``PASSES`` the offline team tunes (from the slow start's 64 to 1: an improvement no busy machine hides). The
+source's other knob, BLOCK, is declared with its one value: a climb that spent its few evaluations on block
+sizes (a few percent, either way, with the machine's load) would make whether a run has a candidate luck."""
 CLI_PATH = "/usr/bin:/bin:/usr/local/bin"
 
 

@@ -255,7 +255,9 @@ def test_a_moved_repository_keeps_its_runs_usable(repo: Path) -> None:
 
 
 def test_a_run_without_a_significant_improvement_has_no_best_and_accept_says_so(tmp_path: Path) -> None:
-    repo = scale_add_repo(tmp_path / "repo", SCALE_ADD_TOML.replace("knobs = { PASSES = [1, 64] }", ""))
+    flat = SCALE_ADD_TOML.replace("knobs = { PASSES = [1, 64], BLOCK = [256] }", "")
+    assert flat != SCALE_ADD_TOML
+    repo = scale_add_repo(tmp_path / "repo", flat)
     # its BLOCK knob makes candidates that are all about as fast as the start: the Optimizer's climb submits a
     # neighbour only when noise makes it measure faster than the start, so a run may make none; then another run,
     # with the knowledge store emptied (it would skip the configs the first one tried)
@@ -362,6 +364,6 @@ def test_prompt_prints_what_an_agent_of_a_role_is_given_first(repo: Path) -> Non
     assert "One reply holds at most 2,000 tokens" in text
     shown = json.loads(evoteam(repo, "prompt", "Optimizer", "scale_add", "--json").stdout)
     assert len(shown["system"]) == 4 and shown["first_message"].startswith("Round 1.")
-    assert [t["name"] for t in shown["tools"]][:3] == ["view", "list", "write"]
+    assert [t["name"] for t in shown["tools"]][:5] == ["view", "list", "history", "diff", "write"]
     bad = evoteam(repo, "prompt", "Wizard", "scale_add")
     assert bad.returncode == 2 and "no role named 'Wizard'; roles: Optimizer, Debugger" in bad.stderr

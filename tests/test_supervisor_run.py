@@ -57,8 +57,10 @@ def repo(tmp_path: Path) -> Path:
 def task_of(repo: Path) -> KernelTask:
     """The task of ``repo``'s kernel: the slow scale_add (64 passes) and its declared knob PASSES, whose steps
     down (to 8, then 1) are improvements no busy machine hides, so the offline Optimizer's climb surely submits
-    one per round until it reaches 1 (its first ring holds only 8)."""
-    return scale_add_task(source=repo / "kernel.cpp", knobs={"PASSES": [1, 8, 64]})
+    one per round until it reaches 1 (its first ring holds only 8). The source's other knob, BLOCK, is declared
+    with its one value, so the climb never spends an evaluation on it (a block size's few percent, up or down
+    with the machine's load, would make which candidate a round submits a matter of luck)."""
+    return scale_add_task(source=repo / "kernel.cpp", knobs={"PASSES": [1, 8, 64], "BLOCK": [256]})
 
 
 def snapshot(repo: Path) -> dict[str, str]:

@@ -42,7 +42,7 @@ export interface Settings {
   /** hard token budget of a run */
   budget: number;
   team: "single" | "fixed" | "evolving";
-  llm: "auto" | "anthropic" | "claude-code" | "offline";
+  llm: "auto" | "anthropic" | "openai" | "claude-code" | "offline";
   runner: string;
   model: string | null;
   rounds: number;
