@@ -22,7 +22,6 @@ from typing import Any, Literal
 import httpx2
 import openai
 from openai.types.chat import ChatCompletion
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from evoteam.roles.backends.retry import (
     Failure,
@@ -33,7 +32,7 @@ from evoteam.roles.backends.retry import (
     call_with_retries,
     retry_after,
 )
-from evoteam.roles.backends.settings import with_environment
+from evoteam.roles.backends.settings import EndpointSettings, with_environment
 from evoteam.roles.llm import Block, Message, Reply, Request, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 log = logging.getLogger(__name__)
@@ -50,19 +49,8 @@ PLACEHOLDER_KEY = "no-key"  # sent to a local server that needs no key (vLLM, Ol
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
 
 
-class OpenAISettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class OpenAISettings(EndpointSettings):
     model: str = DEFAULT_OPENAI_MODEL
-    base_url: str | None = None
-    """``None``: OpenAI's API; or any OpenAI-compatible server (``http://127.0.0.1:8000/v1``)."""
-    api_key: SecretStr | None = None
-    """Required for OpenAI's API; a server at ``base_url`` may need none (a placeholder is sent)."""
-    timeout_s: float = Field(default=600.0, gt=0)
-    max_retries: int = Field(default=5, ge=0)
-    """Retries after the first attempt, made by our loop (the SDK's own retries are off)."""
-    retry_base_s: float = Field(default=1.0, ge=0)
-    retry_cap_s: float = Field(default=60.0, ge=0)
     token_limit: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     """The request field that carries ``max_tokens``: OpenAI's current name, or the older one some servers
     still expect."""
@@ -74,9 +62,6 @@ class OpenAISettings(BaseModel):
         source = os.environ if env is None else env
         fields = (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL))
         return cls(**with_environment(values, source, fields))
-
-    def key(self) -> str | None:
-        return self.api_key.get_secret_value() if self.api_key is not None else None
 
 
 class OpenAILLM:

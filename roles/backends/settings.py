@@ -1,5 +1,6 @@
-"""``AnthropicSettings``: how the ``anthropic`` backend reaches the Messages API, resolved once from explicit
-values and the environment; the API key is a ``SecretStr`` and never shows in repr, str, JSON or logs."""
+"""``EndpointSettings`` (what any model backend needs to reach its API) and ``AnthropicSettings``: how the
+``anthropic`` backend reaches the Messages API, resolved once from explicit values and the environment
+(``with_environment``); the API key is a ``SecretStr`` and never shows in repr, str, JSON or logs."""
 
 from __future__ import annotations
 
@@ -36,21 +37,32 @@ def with_environment(
     return out
 
 
-class AnthropicSettings(BaseModel):
+class EndpointSettings(BaseModel):
+    """What every model backend needs to reach its API: the model, a base URL, the key (a ``SecretStr``),
+    timeouts and our retries."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = DEFAULT_MODEL
+    model: str
     """Used when a request names no model."""
     base_url: str | None = None
-    """``None``: the SDK's default (the Anthropic API); or any Anthropic-compatible server."""
+    """``None``: the provider's own API; or any compatible server."""
     api_key: SecretStr | None = None
-    """Required for the Anthropic API; a server at ``base_url`` may need none (a placeholder is sent)."""
+    """Required for the provider's API; a server at ``base_url`` may need none (a placeholder is sent)."""
     timeout_s: float = Field(default=600.0, gt=0)
     """Per attempt: the wait for a response, and for streams the longest pause between two chunks."""
     max_retries: int = Field(default=5, ge=0)
     """Retries after the first attempt, made by our loop (the SDK's own retries are off)."""
     retry_base_s: float = Field(default=1.0, ge=0)
     retry_cap_s: float = Field(default=60.0, ge=0)
+
+    def key(self) -> str | None:
+        """The key itself, for the one place that builds the client."""
+        return self.api_key.get_secret_value() if self.api_key is not None else None
+
+
+class AnthropicSettings(EndpointSettings):
+    model: str = DEFAULT_MODEL
     stream_threshold: int = Field(default=16_000, gt=0)
     """Calls with ``max_tokens`` at or above this stream (the SDK refuses long non-streaming calls)."""
     exact_count: bool = False
@@ -77,7 +89,3 @@ class AnthropicSettings(BaseModel):
                 values, source, (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL))
             )
         )
-
-    def key(self) -> str | None:
-        """The key itself, for the one place that builds the client."""
-        return self.api_key.get_secret_value() if self.api_key is not None else None
