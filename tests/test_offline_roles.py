@@ -146,9 +146,11 @@ def test_the_reviewer_approves_an_honest_kernel_and_flags_an_implausible_jump(
     assert "measured" in report.final_text and "x geomean" in report.final_text
     measured = float(report.final_text.split("measured ")[1].split("x")[0])
     ctx, _ = context(tmp_path / "again", "Reviewer", "honest.cpp", evaluator)
-    ctx.assignment.brief = f"Best so far: r01-x at {measured / 50:.3f}x geomean (your workspace holds it)."
-    decision, reason = verdict(OfflineReviewer().run(ctx))  # the same kernel, now a 50x jump over the best so far
-    assert decision == "suspicious" and "times the best so far" in reason
+    # the same kernel, now 1000 times the best so far: its second measurement, however noisy, is a jump over 10x
+    ctx.assignment.brief = f"Best so far: r01-x at {measured / 1000:.6f}x geomean (your workspace holds it)."
+    again = OfflineReviewer().run(ctx)
+    decision, reason = verdict(again)
+    assert decision == "suspicious" and "times the best so far" in reason, again.final_text
     ctx, _ = context(tmp_path / "third", "Reviewer", "honest.cpp", evaluator)
     ctx.assignment.brief = f"Best so far: r01-x at {measured:.3f}x geomean (your workspace holds it)."
     assert verdict(OfflineReviewer().run(ctx))[0] == "approve"  # the same kernel again (small kernels vary a few x)
