@@ -41,7 +41,7 @@ const settings = {
   'evoteam.budget': 200000,
   'evoteam.runner': 'local',
   'evoteam.rounds': 1,
-  'evoteam.evaluations': 2,
+  'evoteam.evaluations': 4,
   'editor.codeLens': true,
   'editor.inlayHints.enabled': 'on',
 };
