@@ -27,6 +27,7 @@ from evoteam.roles.backends.retry import (
     RetryStats,
     Sleeper,
     call_with_retries,
+    is_fatal,
     retry_after,
 )
 from evoteam.roles.backends.settings import AnthropicSettings
@@ -196,7 +197,12 @@ def classify(exc: Exception, timeout_s: float) -> Failure | None:
         if exc.status_code < 400:  # an error event in the middle of a stream (the HTTP status was 200)
             return Failure(f"error event in the stream: {_describe(exc)}", retryable=exc.type in RETRY_ERROR_TYPES)
         retryable = exc.status_code in RETRY_STATUS or exc.type == "overloaded_error"
-        return Failure(_describe(exc), retryable, retry_after(exc.response.headers.get), fatal=_fatal(exc))
+        return Failure(
+            _describe(exc),
+            retryable,
+            retry_after(exc.response.headers.get),
+            fatal=is_fatal(exc.status_code, str(exc.api_message or exc.message), TOO_LONG),
+        )
     if isinstance(exc, anthropic.APIResponseValidationError):
         return Failure(f"the response does not have the API's shape: {exc.message}", retryable=False)
     if isinstance(exc, httpx2.TimeoutException):
@@ -208,16 +214,6 @@ def classify(exc: Exception, timeout_s: float) -> Failure | None:
     return None
 
 
-def _fatal(exc: anthropic.APIStatusError) -> bool:
-    """A status no later call of the run can get past: the key (401) or its rights (403) refused, the model
-    not found (404), a malformed request (400; not a conversation grown past the context window, which ends
-    only that agent's turn)."""
-    if exc.status_code in FATAL_STATUS:
-        return True
-    return exc.status_code == 400 and not any(s in str(exc.api_message or exc.message).lower() for s in TOO_LONG)
-
-
-FATAL_STATUS = frozenset({401, 403, 404})
 TOO_LONG = ("prompt is too long", "too many tokens", "context window", "context length")
 
 

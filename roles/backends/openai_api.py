@@ -30,6 +30,7 @@ from evoteam.roles.backends.retry import (
     RetryStats,
     Sleeper,
     call_with_retries,
+    is_fatal,
     retry_after,
 )
 from evoteam.roles.backends.settings import EndpointSettings, with_environment
@@ -42,7 +43,6 @@ ENV_API_KEY = ("OPENAI_API_KEY",)
 ENV_BASE_URL = ("EVOTEAM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 ENV_MODEL = ("EVOTEAM_OPENAI_MODEL",)
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-FATAL_STATUS = frozenset({401, 403, 404})
 TOO_LONG = ("context_length_exceeded", "maximum context length", "context window", "too many tokens")
 CHARS_PER_TOKEN = 3.5
 PLACEHOLDER_KEY = "no-key"  # sent to a local server that needs no key (vLLM, Ollama, llama.cpp)
@@ -240,8 +240,7 @@ def classify(exc: Exception, timeout_s: float) -> Failure | None:
     if isinstance(exc, openai.APIStatusError):
         text = f"{exc.status_code} {exc.code or exc.type or 'error'}: {_message(exc)}"
         retryable = exc.status_code in RETRY_STATUS
-        too_long = any(s in f"{exc.code} {_message(exc)}".lower() for s in TOO_LONG)
-        fatal = exc.status_code in FATAL_STATUS or (exc.status_code == 400 and not too_long)
+        fatal = is_fatal(exc.status_code, f"{exc.code} {_message(exc)}", TOO_LONG)
         return Failure(text, retryable, retry_after(exc.response.headers.get), fatal=fatal)
     if isinstance(exc, openai.APIResponseValidationError):
         return Failure(f"the response does not have the API's shape: {exc.message}", retryable=False)

@@ -161,3 +161,15 @@ def retry_after(header: Callable[[str], str | None], now: Callable[[], float] = 
         except (TypeError, ValueError):
             pass
     return None
+
+
+FATAL_STATUS = frozenset({401, 403, 404})
+"""The key refused (401) or its rights (403), the model not found (404): no later call of the run can succeed."""
+
+
+def is_fatal(status: int, text: str, too_long: tuple[str, ...]) -> bool:
+    """Whether an HTTP error no retry (and no other call of the run) can get past: a status of
+    ``FATAL_STATUS``, or a malformed request (400) other than a conversation grown past the context window
+    (``text``, the provider's code and message, holds one of its ``too_long`` phrases), which ends only that
+    agent's turn."""
+    return status in FATAL_STATUS or (status == 400 and not any(s in text.lower() for s in too_long))
