@@ -30,7 +30,6 @@ from evoteam.gpu_bench.api import (
     EvaluationStatus,
     KernelTask,
     Solution,
-    build_summary,
     machine_facts,
 )
 from evoteam.roles.agent import AgentEvent
@@ -76,7 +75,7 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         constraints,
         machine=machine_text(state.config.runner if state.config is not None else "local"),
         incumbent=incumbent_text(state),
-        build=build_summary(run.task.language.value, run.task.target, run.task.flags, identify=True),
+        build=run.services.build,
     )
     parent = parent_solution(state) if state.best is not None else None  # else the start, the cache's incumbent
     tools = ToolServices(

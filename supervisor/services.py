@@ -36,6 +36,9 @@ class RunServices:
     supervisor_llm: tuple[LLM, str] | None = None
     """With a model backend the supervisor is a model call; None: the offline rules decide."""
     roles: dict[str, RoleSpec] = field(default_factory=builtin_roles)
+    build: str | None = None
+    """How candidates are built, as the agents' prompt says it (the compiler's version line and flags; the
+    real wiring asks the compiler once); None: the compiler's name and the flags, without running it."""
     reporter: Reporter = field(default_factory=SilentReporter)
     """Told when a round starts, after every round and at the end, and of each thing agents do."""
 

@@ -6,7 +6,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from evoteam.gpu_bench.api import EvalConfig, Evaluator, KernelTask, Runner, Solution, load_tasks
+from evoteam.gpu_bench.api import (
+    EvalConfig,
+    Evaluator,
+    KernelTask,
+    Runner,
+    Solution,
+    build_summary,
+    load_tasks,
+)
 from evoteam.roles.backends.choose import choose_backend
 from evoteam.roles.llm import LLM
 from evoteam.roles.tools.evaluation import EvaluationCache, TaskEvaluations
@@ -82,4 +90,8 @@ def make_services(
     agents = backend_factory(
         backend, task, env, config.model, config.evaluations_per_agent, config.seed, config.max_tokens
     )
-    return RunServices(task=task, evaluations=evaluations, agents=agents, supervisor_llm=supervisor_llm), runner
+    build = build_summary(task.language.value, task.target, task.flags, identify=True)
+    services = RunServices(
+        task=task, evaluations=evaluations, agents=agents, supervisor_llm=supervisor_llm, build=build
+    )
+    return services, runner
