@@ -16,7 +16,7 @@ from evoteam.gpu_bench.build.check import CheckResult, check_file, check_solutio
 from evoteam.gpu_bench.build.cuda.constraints import Constraints
 from evoteam.gpu_bench.build.cuda.instruction_classes import CLASSES as INSTRUCTION_CLASSES
 from evoteam.gpu_bench.build.cuda.instruction_classes import checkable, downgrades, instruction_classes, lost_classes
-from evoteam.gpu_bench.build.cuda.nvcc import resolve_arch
+from evoteam.gpu_bench.build.cuda.nvcc import DEFAULT_ARCH, is_arch, resolve_arch
 from evoteam.gpu_bench.build.cuda.resources import demangle
 from evoteam.gpu_bench.build.summary import build_summary
 from evoteam.gpu_bench.environment import cpu_name
@@ -92,6 +92,7 @@ from evoteam.gpu_bench.worker.threads import default_policy as thread_policy
 
 __all__ = [
     "CONFIG_NAME",
+    "DEFAULT_ARCH",
     "DEFAULT_SECTIONS",
     "INSTRUCTION_CLASSES",
     "AxisConst",
@@ -163,6 +164,7 @@ __all__ = [
     "import_flashinfer",
     "import_problem",
     "instruction_classes",
+    "is_arch",
     "load_definition",
     "load_solution",
     "load_tasks",

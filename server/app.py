@@ -27,6 +27,7 @@ from evoteam.server import messages
 from evoteam.server.messages import RUN_UPDATED, STATUS, Notification, RunRemoved, RunUpdate, ServerStatus
 from evoteam.server.project import Project
 from evoteam.server.protocol import EvoteamProtocol
+from evoteam.server.resource_hints import KernelFacts
 from evoteam.server.run_index import RunIndex
 from evoteam.server.settings import SECTION, Settings, parse_settings
 from evoteam.server.watch import FileWatcher, Watcher
@@ -93,6 +94,9 @@ class EvoteamServer(LanguageServer):
         self._refreshing = asyncio.Lock()
         self.ready = asyncio.Event()
         """Set when ``initialized`` has loaded the settings and the runs (requests that need them wait)."""
+        self.kernels: dict[str, list[KernelFacts]] = {}
+        """The ptxas facts of each open CUDA file's newest compile, by URI: the diagnostics feature keeps them,
+        the inlay hints show them."""
 
     # -- features ------------------------------------------------------------------------------------------
     def add(self, feature: Feature) -> None:

@@ -93,6 +93,8 @@ class TaskEntryArgs(Message):
 
     uri: str = Field(min_length=1)
     """The kernel file's URI."""
+    preview: bool = False
+    """Only say what would be written (and whether the file is a task already); write nothing."""
 
 
 # -- results and notifications (from the server) -----------------------------------------------------------------
@@ -251,12 +253,19 @@ class ReportResult(Message):
 
 
 class TaskEntryResult(Message):
-    """The task scaffold written to disk."""
+    """The task scaffold written to disk (or, for a preview, what would be)."""
 
     name: str
+    """The new task's name (the existing task's, when ``existing``)."""
     config: str
-    """The evoteam.toml that got the ``[[kernel]]`` entry."""
+    """The evoteam.toml that gets the ``[[kernel]]`` entry."""
     files: list[str]
+    """The files written: the evoteam.toml, the definition template, the workloads."""
+    texts: dict[str, str] = Field(default_factory=dict)
+    """File → the text added to it: the entry appended to an existing evoteam.toml, a new file's whole text."""
+    written: bool = True
+    existing: bool = False
+    """The file is a task already (a preview's answer; nothing to add)."""
 
 
 class ServerStatus(Message):

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SECTION = "evoteam"
+NULLABLE = frozenset({"model", "cudaArch"})
+"""Settings whose ``null`` means something (the default choice), not "unset"."""
 CLIENT_ONLY = frozenset({"python"})
 """Settings of the section that the editor's extension reads itself (the interpreter that starts the server):
 not the server's, not unknown."""
@@ -27,6 +29,18 @@ class Settings(BaseModel):
     unsafeNoSandbox: bool = Field(  # noqa: N815 (the editor's setting name)
         default=False, description="run agent-generated code even where no sandbox (bubblewrap) is possible"
     )
+    # diagnostics of kernel files (server/file_check.py), not options of a run
+    cudaArch: str | None = Field(  # noqa: N815
+        default=None,
+        pattern=r"^sm_\d+[a-z]?$",
+        description="target of CUDA files that are no task (none: the local GPU's, else sm_90a)",
+    )
+    includePaths: list[str] = Field(  # noqa: N815
+        default=[], description="include folders for the diagnostics of kernel files (relative to the workspace)"
+    )
+    compileOnChange: bool = Field(  # noqa: N815
+        default=True, description="compile kernel files while typing (debounced), not only on open and save"
+    )
 
 
 def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
@@ -44,7 +58,7 @@ def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
         if key not in fields:
             problems.append(f"evoteam.{key}: unknown setting (ignored)")
             continue
-        if value is None and key != "model":
+        if value is None and key not in NULLABLE:
             continue
         try:
             Settings.model_validate({key: value})

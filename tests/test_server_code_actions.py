@@ -5,6 +5,7 @@ client that cannot create files in an edit, as a command that writes them)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsp_support import _plain, lsp_session, sample_repo
@@ -192,3 +193,30 @@ async def test_create_entry_in_a_new_evoteam_toml_with_file_creation(tmp_path: P
     assert task.name == "my_kernel" and task.source == kernel and task.entry == "my_op"
     assert (task.language, task.binding) == ("python", "python")
     assert task.load_definition().reference.startswith("import torch")
+
+
+async def test_a_preview_says_what_the_scaffold_would_write_and_writes_nothing(tmp_path: Path) -> None:
+    """What "Evolve this kernel" asks first: is the file a task, and if not, what adding it would write."""
+    repo = init_repo(tmp_path / "repo")
+    (tmp_path / "home").mkdir()
+    kernel = repo / "gpu" / "square.cu"
+    kernel.parent.mkdir()
+    kernel.write_text(OTHER.replace('extern "C" int', '__global__ void square_kernel();\nextern "C" int'))
+
+    async def create(uri: str, preview: bool) -> dict[str, Any]:
+        params = lsp.ExecuteCommandParams(command="evoteam.createTaskEntry", arguments=[uri, preview])
+        return dict(_plain(await client.workspace_execute_command_async(params)))
+
+    async with lsp_session(repo) as client:
+        uri = open_file(client, kernel)
+        preview = await create(uri, True)
+        config = kernel.parent / "evoteam.toml"
+        assert not config.exists() and not preview["written"] and not preview["existing"]
+        assert preview["config"] == str(config) and len(preview["files"]) == 3
+        assert set(preview["texts"]) == set(preview["files"]) and "[[kernel]]" in preview["texts"][str(config)]
+        assert not any(Path(p).exists() for p in preview["files"])
+        written = await create(uri, False)
+        assert written["written"] and written["texts"] == preview["texts"]
+        assert {p: Path(p).read_text() for p in written["files"]} == preview["texts"]
+        again = await create(uri, True)
+    assert again["existing"] and again["name"] == "square" and again["files"] == [] and not again["written"]

@@ -1,6 +1,6 @@
 """Diagnostics over stdio: compiler messages at their exact ranges (cleared when the file is clean), the failed
 workloads of the file's last evaluation, role notes at ``FILE:LINE``, the supervisor's decision on the entry
-point, and nothing for a file that is no task."""
+point. (Kernel files that are no task: ``test_server_file_diagnostics.py``.)"""
 
 from __future__ import annotations
 
@@ -92,18 +92,6 @@ async def test_a_compile_error_is_shown_at_its_exact_range_and_a_clean_save_clea
         assert any(d.severity == lsp.DiagnosticSeverity.Error for d in await published(client, uri))
         client.text_document_did_close(lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=uri)))
         assert await published(client, uri) == []
-
-
-async def test_a_file_outside_any_task_gets_nothing(tmp_path: Path) -> None:
-    repo = sample_repo(tmp_path / "repo")
-    (repo / "other.cpp").write_text(BROKEN)  # broken too, but no task names it
-    async with lsp_session(repo) as client:
-        other = open_file(client, repo / "other.cpp")
-        save_as(client, other, BROKEN + "\n", version=2)
-        uri = open_file(client, repo / "kernel.cpp", BROKEN)  # compiles: a check of other.cpp would be done by then
-        assert of_kind(await published(client, uri), "compile")
-        await status(client)
-        assert other not in client.diagnostics
 
 
 async def test_a_compile_check_that_crashes_is_a_diagnostic_and_the_server_goes_on(tmp_path: Path) -> None:

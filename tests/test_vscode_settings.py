@@ -40,6 +40,8 @@ def expected(field: FieldInfo) -> dict[str, Any]:
         found["type"] = "string"
     elif annotation == str | None:
         found["type"] = ["string", "null"]
+    elif annotation == list[str]:
+        found |= {"type": "array", "items": {"type": "string"}}
     else:
         raise AssertionError(f"no JSON type for {annotation}")
     for rule in field.metadata:

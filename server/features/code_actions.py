@@ -87,22 +87,35 @@ class CodeActions(Feature):
         return lsp.CodeAction(title=CREATE_TITLE, kind=CREATE_KIND, edit=_creation_edit(ls, scaffold))
 
     async def create_entry(self, ls: EvoteamServer, args: TaskEntryArgs) -> TaskEntryResult:
-        """``evoteam.createTaskEntry URI``: writes the scaffold to disk (for clients without file creation)."""
+        """``evoteam.createTaskEntry URI [PREVIEW]``: writes the scaffold to disk (for clients without file
+        creation, and for "Evolve this kernel" on a file that is no task), or with ``preview`` only says what it
+        would write."""
         await ls.wait_ready()
         name = CREATE_TASK_ENTRY.name
         path = ls.path_of(args.uri)
         if path is None:
             raise JsonRpcInvalidParams(f"{name}: uri: not a file URI: {args.uri!r}")
+        if args.preview:
+            existing = ls.project.task_for(path)
+            if existing is not None:
+                config = str(existing.config)
+                return TaskEntryResult(name=existing.task.name, config=config, files=[], written=False, existing=True)
         scaffold = await self._scaffold(ls, args.uri, path, from_disk=True)
         if scaffold is None:
             raise JsonRpcInvalidParams(
                 f"{name}: {path} is already a task, not a kernel file (.cpp, .cu, .py), or its evoteam.toml is invalid"
             )
+        texts = {str(scaffold.config): scaffold.entry, **{str(p): t for p, t in scaffold.files.items()}}
+        if args.preview:
+            files = [str(p) for p in [scaffold.config, *scaffold.files]]
+            return TaskEntryResult(name=scaffold.name, config=files[0], files=files, texts=texts, written=False)
         try:
             written = await ls.in_background(write, scaffold)
         except OSError as exc:
             raise JsonRpcException(f"{name}: {exc}", code=lsp.LSPErrorCodes.RequestFailed.value) from None
-        return TaskEntryResult(name=scaffold.name, config=str(scaffold.config), files=[str(p) for p in written])
+        return TaskEntryResult(
+            name=scaffold.name, config=str(scaffold.config), files=[str(p) for p in written], texts=texts
+        )
 
     async def _scaffold(self, ls: EvoteamServer, uri: str, path: Path, from_disk: bool = False) -> Scaffold | None:
         if not can_scaffold(path) or ls.project.task_for(path) is not None or ls.project.config_error(path):

@@ -1,16 +1,21 @@
-"""Diagnostics of a task's kernel file: what the compiler says (compile only, on open and save, in the
-background), the failed workloads and constraint violations of the file's last evaluation, and the notes the
-team attached to its lines (knowledge notes that name ``FILE:LINE``, the supervisor's latest decision).
+"""Diagnostics of kernel files: what the compiler says, for a task's files and for any other ``.cu``, ``.cuh``
+or C++ file of the workspace (``server/file_check.py``), and, for a task's files, the failed workloads and
+constraint violations of the file's last evaluation and the notes the team attached to its lines (knowledge
+notes that name ``FILE:LINE``, the supervisor's latest decision). The ptxas resources of the newest compile go
+to ``server.kernels`` for the inlay hints.
 
-Every diagnostic has the source ``evoteam``; what produced it is in ``data["kind"]`` (``compile``,
+Compiles run on open and save and, debounced, while typing (``evoteam.compileOnChange``): at most one compile
+per file is in flight; a result for a text that has changed since is dropped, and the newest text is compiled
+after it. Every diagnostic has the source ``evoteam``; what produced it is in ``data["kind"]`` (``compile``,
 ``evaluation``, ``note``, ``decision``) and, for compiler messages, ``data["tool"]`` (``gcc``, ``nvcc``,
-``ptxas``...). A file that is no task gets none (the code actions offer to make it one). A compile that
-crashes or runs too long is a diagnostic and a log message, never the server's end. Imports no torch.
+``ptxas``...). A file outside the workspace or of another language gets none. A compile that crashes or runs
+too long is a diagnostic and a log message, never the server's end. Imports no torch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import unicodedata
@@ -21,11 +26,31 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path
 
-from evoteam.gpu_bench.api import Diagnostic, EvaluationStatus, KernelTask, Severity, Solution, SourceFile
+from evoteam.gpu_bench.api import (
+    CheckResult,
+    Diagnostic,
+    EvaluationStatus,
+    KernelTask,
+    Severity,
+    Solution,
+    SourceFile,
+    demangle,
+)
 from evoteam.roles.knowledge import Entry, KnowledgeStore
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import entry_line
+from evoteam.server.file_check import (
+    CompileDatabase,
+    FileCheck,
+    check_text,
+    find_database,
+    is_kernel_file,
+    plan,
+    read_database,
+)
+from evoteam.server.file_check import local_arch as detect_arch
 from evoteam.server.project import TaskFile
+from evoteam.server.resource_hints import KernelFacts
 from evoteam.server.run_index import RunEntry, RunIndex
 from evoteam.server.winner import current_text, open_uris
 from evoteam.supervisor.state import Candidate
@@ -35,6 +60,8 @@ SOURCE = "evoteam"
 COMPILE_TIMEOUT_S = 420.0
 """The longest a compile check may take before the file gets a diagnostic saying so (the compiler itself is
 stopped by the build after 300 s)."""
+DEBOUNCE_S = 0.6
+"""How long typing must pause before the text is compiled."""
 TABSTOP = 8
 """gcc and nvcc count columns on screen: a tab reaches the next multiple of 8."""
 _SEVERITY = {
@@ -45,13 +72,28 @@ _SEVERITY = {
 
 
 @dataclass
+class Compiled:
+    """One compile's diagnostics and the ptxas facts of its kernels."""
+
+    diagnostics: list[lsp.Diagnostic]
+    kernels: list[KernelFacts] = field(default_factory=list)
+
+
+@dataclass
 class _Shown:
-    """What is published for one open task file: the compile part and the rest, each from its newest check."""
+    """What is published for one open kernel file: the compile part and the rest, each from its newest check,
+    and the compile under way."""
 
     compile: list[lsp.Diagnostic] = field(default_factory=list)
     results: list[lsp.Diagnostic] = field(default_factory=list)
-    compiles: int = 0
     refreshes: int = 0
+    compiles: int = 0
+    """Compiles finished (published or dropped)."""
+    running: asyncio.Task[None] | None = None
+    running_version: int | None = None
+    again: bool = False
+    """A newer text asked for a compile while one was running."""
+    timer: asyncio.TimerHandle | None = None
 
 
 class Diagnostics(Feature):
@@ -61,17 +103,41 @@ class Diagnostics(Feature):
         self.shown: dict[str, _Shown] = {}
         self.checks: set[asyncio.Task[None]] = set()
         """Checks under way: tasks of their own, so a slow compile holds up no other feature's hook."""
+        self.arch: str | None = None
+        self.arch_known = False
+        self.database: tuple[tuple[Path, int] | None, CompileDatabase] | None = None
 
     async def opened(self, server: EvoteamServer, uri: str) -> None:
         self.start(server, uri)
 
     async def saved(self, server: EvoteamServer, uri: str) -> None:
+        shown = self.shown.get(uri)
+        if shown is not None and shown.timer is not None:  # the saved text is the newest: compiled now
+            shown.timer.cancel()
+            shown.timer = None
         self.start(server, uri)
 
+    async def changed(self, server: EvoteamServer, uri: str) -> None:
+        shown = self.shown.get(uri)
+        if shown is None or not server.settings.compileOnChange:
+            return
+        if shown.timer is not None:
+            shown.timer.cancel()
+        shown.timer = asyncio.get_running_loop().call_later(DEBOUNCE_S, self._typed, server, uri, shown)
+
+    def _typed(self, server: EvoteamServer, uri: str, shown: _Shown) -> None:
+        shown.timer = None
+        if self.shown.get(uri) is shown:
+            self.compile_soon(server, uri, shown)
+
     def start(self, server: EvoteamServer, uri: str) -> None:
-        task = asyncio.get_running_loop().create_task(self.check(server, uri))
+        self._spawn(self.check(server, uri))
+
+    def _spawn(self, work: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work)
         self.checks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.checks.discard(task)
@@ -79,11 +145,18 @@ class Diagnostics(Feature):
             log.error("diagnostics check failed", exc_info=task.exception())
 
     def stop(self, server: EvoteamServer) -> None:
+        for shown in self.shown.values():
+            if shown.timer is not None:
+                shown.timer.cancel()
         for task in list(self.checks):
             task.cancel()
 
     async def closed(self, server: EvoteamServer, uri: str) -> None:
-        if self.shown.pop(uri, None) is not None:
+        shown = self.shown.pop(uri, None)
+        server.kernels.pop(uri, None)
+        if shown is not None:
+            if shown.timer is not None:
+                shown.timer.cancel()
             _publish(server, uri, [])
 
     async def runs_changed(self, server: EvoteamServer, runs: list[str]) -> None:
@@ -99,22 +172,58 @@ class Diagnostics(Feature):
                 await self.refresh(server, uri, task)
 
     async def check(self, server: EvoteamServer, uri: str) -> None:
-        """Compile the file's task from the editor's texts and refresh the rest; publish both at once."""
+        """Compile the file from the editor's texts and refresh the rest."""
         await server.wait_ready()
         if uri not in server.workspace.text_documents:  # closed meanwhile
             return
         task = _task(server, uri)
-        if task is None:
-            if self.shown.pop(uri, None) is not None:  # it was a task: take back what it showed
+        if task is None and not self.standalone(server, uri):
+            if self.shown.pop(uri, None) is not None:  # it was a kernel file: take back what it showed
+                server.kernels.pop(uri, None)
                 _publish(server, uri, [])
             return
         shown = self.shown.setdefault(uri, _Shown())
-        shown.compiles += 1
-        number = shown.compiles
-        compiled, _ = await asyncio.gather(self.compile(server, uri, task), self.refresh(server, uri, task, False))
-        if self.shown.get(uri) is shown and shown.compiles == number:  # else a newer check or a close came
-            shown.compile = compiled
+        if task is None and shown.results:  # it was a task's file and is no more
+            shown.results = []
+        if task is not None:  # quick (from memory): the compile's publish carries it
+            await self.refresh(server, uri, task, publish=False)
+        self.compile_soon(server, uri, shown)
+
+    def compile_soon(self, server: EvoteamServer, uri: str, shown: _Shown) -> None:
+        """Compile the file's current text now, or after the compile under way when that one's text is older."""
+        if shown.running is not None and not shown.running.done():
+            shown.again = shown.again or _version(server, uri) != shown.running_version
+            return
+        shown.running = self._spawn(self.compiling(server, uri, shown))
+
+    async def compiling(self, server: EvoteamServer, uri: str, shown: _Shown) -> None:
+        while True:
+            shown.again = False
+            version = shown.running_version = _version(server, uri)
+            compiled = await self.compile(server, uri)
+            shown.compiles += 1
+            if self.shown.get(uri) is not shown:  # closed meanwhile
+                return
+            if shown.again:
+                continue
+            if _version(server, uri) != version and server.settings.compileOnChange:
+                return  # stale: the text has changed since, and its own compile is on the way
+            shown.compile = compiled.diagnostics
+            server.kernels[uri] = compiled.kernels
             _publish(server, uri, shown.compile + shown.results)
+            _refresh_hints(server)
+            return
+
+    def standalone(self, server: EvoteamServer, uri: str) -> bool:
+        """A kernel file of the workspace that is no task: compiled on its own."""
+        path = server.path_of(uri)
+        if path is None or not is_kernel_file(path):
+            return False
+        try:
+            inside = path.resolve().relative_to(server.project.root)
+        except ValueError:
+            return False
+        return inside.parts[:1] != (".evoteam",)
 
     async def refresh(self, server: EvoteamServer, uri: str, task: TaskFile, publish: bool = True) -> None:
         """The evaluation, role notes and decision of the file (no compile)."""
@@ -135,21 +244,57 @@ class Diagnostics(Feature):
             if publish:
                 _publish(server, uri, shown.compile + shown.results)
 
-    async def compile(self, server: EvoteamServer, uri: str, task: TaskFile) -> list[lsp.Diagnostic]:
+    async def compile(self, server: EvoteamServer, uri: str) -> Compiled:
         path = server.path_of(uri)
         assert path is not None
-        texts = {p: t for p, u in open_uris(server.workspace).items() if (t := current_text(server.workspace, u))}
+        task = _task(server, uri)
+        name = task.task.name if task is not None else path.name
         try:
-            return await asyncio.wait_for(
-                server.in_background(compile_diagnostics, task.task, path, texts), COMPILE_TIMEOUT_S
-            )
+            if task is not None:
+                texts = {
+                    p: t for p, u in open_uris(server.workspace).items() if (t := current_text(server.workspace, u))
+                }
+                work = server.in_background(compile_diagnostics, task.task, path, texts)
+            else:
+                text = current_text(server.workspace, uri) or ""
+                arch, database = await self.target(server), self.compile_database(server)
+                check = plan(path, text, arch, self.includes(server), database)
+                work = server.in_background(file_diagnostics, check, text)
+            return await asyncio.wait_for(work, COMPILE_TIMEOUT_S)
         except TimeoutError:
-            why = f"the compile check of {task.task.name} did not finish within {COMPILE_TIMEOUT_S:.0f} s"
+            why = f"the compile check of {name} did not finish within {COMPILE_TIMEOUT_S:.0f} s"
         except Exception as exc:  # a crash of the build or the parser is the check's, not the server's
             log.exception("compile check of %s failed", path)
-            why = f"the compile check of {task.task.name} failed: {type(exc).__name__}: {exc}"
+            why = f"the compile check of {name} failed: {type(exc).__name__}: {exc}"
         server.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"evoteam: {why}"))
-        return [_diagnostic(_top(), why, "compile", lsp.DiagnosticSeverity.Warning)]
+        return Compiled([_diagnostic(_top(), why, "compile", lsp.DiagnosticSeverity.Warning)])
+
+    async def target(self, server: EvoteamServer) -> str | None:
+        """``evoteam.cudaArch``, else the local GPU's architecture (asked once), else None (the default)."""
+        if server.settings.cudaArch:
+            return server.settings.cudaArch
+        if not self.arch_known:
+            self.arch = await server.in_background(detect_arch)
+            self.arch_known = True
+        return self.arch
+
+    def includes(self, server: EvoteamServer) -> list[Path]:
+        return [server.project.root / p for p in server.settings.includePaths]
+
+    def compile_database(self, server: EvoteamServer) -> CompileDatabase:
+        """The workspace's compile_commands.json, read again when it changes; a bad one is logged once."""
+        path = find_database(server.project.root)
+        stamp = None
+        if path is not None:
+            with contextlib.suppress(OSError):
+                stamp = (path, path.stat().st_mtime_ns)
+        if self.database is None or self.database[0] != stamp:
+            fresh = read_database(path) if path is not None else CompileDatabase()
+            if fresh.problem:
+                log.warning("%s", fresh.problem)
+                server.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=fresh.problem))
+            self.database = (stamp, fresh)
+        return self.database[1]
 
 
 def _task(server: EvoteamServer, uri: str) -> TaskFile | None:
@@ -159,6 +304,24 @@ def _task(server: EvoteamServer, uri: str) -> TaskFile | None:
 
 def _publish(server: EvoteamServer, uri: str, diagnostics: list[lsp.Diagnostic]) -> None:
     server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+
+
+def _version(server: EvoteamServer, uri: str) -> int | None:
+    document = server.workspace.text_documents.get(uri)
+    return document.version if document is not None else None
+
+
+def _refresh_hints(server: EvoteamServer) -> None:
+    """Ask the client to ask again for inlay hints (the resources changed), when it can be asked."""
+    workspace = server.client_capabilities.workspace
+    if workspace is None or workspace.inlay_hint is None or not workspace.inlay_hint.refresh_support:
+        return
+
+    def done(f: Any) -> None:
+        if not f.cancelled() and f.exception() is not None:
+            log.warning("inlay hint refresh failed: %r", f.exception())
+
+    server.workspace_inlay_hint_refresh(None).add_done_callback(done)
 
 
 # -- compile ----------------------------------------------------------------------------------------------------
@@ -172,24 +335,41 @@ def task_solution(task: KernelTask, texts: dict[Path, str]) -> Solution:
     return Solution(name=task.name, definition=name, author="user", spec=task.build_spec(), sources=sources)
 
 
-def compile_diagnostics(task: KernelTask, path: Path, texts: dict[Path, str]) -> list[lsp.Diagnostic]:
+def compile_diagnostics(task: KernelTask, path: Path, texts: dict[Path, str]) -> Compiled:
     """Compile only (through the build cache): the compiler's messages on ``path`` at their ranges, messages on
-    the task's other files and on no file at line 1 with their place, and constraint violations."""
+    the task's other files and on no file at line 1 with their place, constraint violations, and the kernels'
+    ptxas facts."""
     from evoteam.gpu_bench.api import check_solution
 
     solution = task_solution(task, texts)
     result = check_solution(solution, task.constraints)
-    lines = _lines(next(s.content for s in solution.sources if s.path == path.name))
     files = {p.name: p for p in [task.source, *task.extra_sources]}
-    found = [_compiler_diagnostic(d, path, lines, files) for d in result.diagnostics]
-    top = _top()
-    if not result.ok and not any(d.severity == Severity.ERROR for d in result.diagnostics):
-        tail = "\n".join(result.log.strip().splitlines()[-15:])
-        found.append(_diagnostic(top, f"the build failed:\n{tail}", "compile", lsp.DiagnosticSeverity.Error))
+    found = _compiled(result, path, next(s.content for s in solution.sources if s.path == path.name), files)
     for violation in result.violations:
         message = f"constraint violated: {violation}"
-        found.append(_diagnostic(top, message, "compile", lsp.DiagnosticSeverity.Error, code="constraint"))
+        found.diagnostics.append(
+            _diagnostic(_top(), message, "compile", lsp.DiagnosticSeverity.Error, code="constraint")
+        )
     return found
+
+
+def file_diagnostics(check: FileCheck, text: str) -> Compiled:
+    """Compile a kernel file that is no task on its own (``server/file_check.py``); the first line says how."""
+    result = check_text(check, text)
+    found = _compiled(result, check.path, text, {check.path.name: check.path})
+    for note in result.notes:
+        found.diagnostics.append(_diagnostic(_top(), note, "compile", lsp.DiagnosticSeverity.Information))
+    return found
+
+
+def _compiled(result: CheckResult, path: Path, text: str, files: dict[str, Path]) -> Compiled:
+    lines = _lines(text)
+    found = [_compiler_diagnostic(d, path, lines, files) for d in result.diagnostics]
+    if not result.ok and not any(d.severity == Severity.ERROR for d in result.diagnostics):
+        tail = "\n".join(result.log.strip().splitlines()[-15:])
+        found.append(_diagnostic(_top(), f"the build failed:\n{tail}", "compile", lsp.DiagnosticSeverity.Error))
+    spelled = demangle(sorted({r.name for r in result.resources}))
+    return Compiled(found, [KernelFacts(spelled.get(r.name, r.name), r) for r in result.resources])
 
 
 def _compiler_diagnostic(d: Diagnostic, path: Path, lines: list[str], files: dict[str, Path]) -> lsp.Diagnostic:

@@ -2,7 +2,10 @@
 accepts it), the open file's own result when its text is one of the evaluated candidates, and the status of a
 live run (its lens cancels it); a kernel without a result gets "Evolve this kernel". Everything is answered
 from memory: the run index holds the folded runs, ``SourceIndex`` their candidates' sources by content hash.
-The commands named here belong to the commands feature (``server/messages.py`` defines them)."""
+The commands named here belong to the commands feature (``server/messages.py`` defines them).
+
+The inlay hints also show, after each ``__global__`` function of any open CUDA file, the ptxas resources of its
+newest compile (``server/resource_hints.py``; the diagnostics feature compiles and keeps them)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from evoteam.gpu_bench.api import KernelTask
 from evoteam.server.app import EvoteamServer, Feature
 from evoteam.server.convert import NO_IMPROVEMENT, entry_line, result_label
 from evoteam.server.messages import ACCEPT, CANCEL, EVOLVE, AcceptArgs, EvolveArgs, RunArgs
+from evoteam.server.resource_hints import hints as resource_hints
 from evoteam.server.run_index import RunEntry, RunIndex, running
 from evoteam.server.winner import current_text
 from evoteam.supervisor.state import Candidate
@@ -222,10 +226,13 @@ class Lenses(Feature):
         @server.feature(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))
         async def inlay_hint(ls: EvoteamServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
             await ls.wait_ready()
-            point = entry_point(ls, params.text_document.uri)
-            if point is None or not params.range.start.line <= point.line <= params.range.end.line:
-                return []
-            return hints(point, results(ls, self.sources, point))
+            uri = params.text_document.uri
+            kernels = ls.kernels.get(uri)
+            found = resource_hints(current_text(ls.workspace, uri) or "", kernels, params.range) if kernels else []
+            point = entry_point(ls, uri)
+            if point is not None and params.range.start.line <= point.line <= params.range.end.line:
+                found += hints(point, results(ls, self.sources, point))
+            return found
 
         @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=False))
         async def code_lens(ls: EvoteamServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:

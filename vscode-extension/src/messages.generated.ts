@@ -50,6 +50,12 @@ export interface Settings {
   evaluations: number;
   /** run agent-generated code even where no sandbox (bubblewrap) is possible */
   unsafeNoSandbox: boolean;
+  /** target of CUDA files that are no task (none: the local GPU's, else sm_90a) */
+  cudaArch: string | null;
+  /** include folders for the diagnostics of kernel files (relative to the workspace) */
+  includePaths: string[];
+  /** compile kernel files while typing (debounced), not only on open and save */
+  compileOnChange: boolean;
 }
 
 /** The run started. */
@@ -214,14 +220,23 @@ export interface ReportResult {
 export interface TaskEntryArgs {
   /** The kernel file's URI. */
   uri: string;
+  /** Only say what would be written (and whether the file is a task already); write nothing. */
+  preview?: boolean;
 }
 
-/** The task scaffold written to disk. */
+/** The task scaffold written to disk (or, for a preview, what would be). */
 export interface TaskEntryResult {
+  /** The new task's name (the existing task's, when `existing`). */
   name: string;
-  /** The evoteam.toml that got the `[[kernel]]` entry. */
+  /** The evoteam.toml that gets the `[[kernel]]` entry. */
   config: string;
+  /** The files written: the evoteam.toml, the definition template, the workloads. */
   files: string[];
+  /** File → the text added to it: the entry appended to an existing evoteam.toml, a new file's whole text. */
+  texts: Record<string, string>;
+  written: boolean;
+  /** The file is a task already (a preview's answer; nothing to add). */
+  existing: boolean;
 }
 
 /** What the server runs: its features, the ones that failed to load, the project and its runs. */
@@ -253,7 +268,7 @@ export interface CommandTypes {
   "evoteam.candidateDiff": { args: [run: string, candidate: string]; result: CandidateDiff };
   "evoteam.accept": { args: [run: string, candidate?: string | null]; result: AcceptResult };
   "evoteam.report": { args: [run: string]; result: ReportResult };
-  "evoteam.createTaskEntry": { args: [uri: string]; result: TaskEntryResult };
+  "evoteam.createTaskEntry": { args: [uri: string, preview?: boolean]; result: TaskEntryResult };
 }
 
 export type CommandName = keyof CommandTypes;
