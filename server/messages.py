@@ -259,6 +259,8 @@ class TaskEntryResult(Message):
     """The new task's name (the existing task's, when ``existing``)."""
     config: str
     """The evoteam.toml that gets the ``[[kernel]]`` entry."""
+    config_exists: bool = True
+    """False when that evoteam.toml is new."""
     files: list[str]
     """The files written: the evoteam.toml, the definition template, the workloads."""
     texts: dict[str, str] = Field(default_factory=dict)

@@ -212,6 +212,7 @@ async def test_a_preview_says_what_the_scaffold_would_write_and_writes_nothing(t
         preview = await create(uri, True)
         config = kernel.parent / "evoteam.toml"
         assert not config.exists() and not preview["written"] and not preview["existing"]
+        assert not preview["configExists"]
         assert preview["config"] == str(config) and len(preview["files"]) == 3
         assert set(preview["texts"]) == set(preview["files"]) and "[[kernel]]" in preview["texts"][str(config)]
         assert not any(Path(p).exists() for p in preview["files"])

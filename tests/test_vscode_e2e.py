@@ -7,15 +7,21 @@ worktree from its context menu; a second run cancelled from the palette; the fil
 and the winner accepted again from its context menu (into the editor, unsaved), then saved. Chromium must not
 have left loopback.
 
+Also (``vscode-extension/e2e/editor.mjs``): a CUDA file that is no task shows its kernels' ptxas resources as
+inlay hints, an error typed into an unsaved C++ file shows in the Problems panel, and "Evolve this kernel" on that
+file previews and adds its evoteam.toml entry.
+
 Needs ``scripts/extension`` (the .vsix) and ``scripts/vscode-e2e-setup`` (code-server, chromium,
 playwright-core); skips without them unless ``EVOTEAM_E2E_REQUIRED=1`` (CI), where their absence fails.
-Screenshots of every step are left in the test's temporary folder (its path is printed).
+Screenshots of every step are kept as test artifacts: ``$EVOTEAM_ARTIFACTS/vscode-e2e/<test>/`` (default
+``.artifacts/`` in the repository; the path is printed).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +30,8 @@ from pathlib import Path
 import pytest
 
 from conftest import git, init_repo
+from evoteam.gpu_bench.api import load_tasks
+from evoteam.gpu_bench.build.cuda.nvcc import find_nvcc
 
 # e2e; the limits are long (a busy machine is slow, not broken): only a hang reaches them.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -34,6 +42,15 @@ VSIX = EXTENSION / "evoteam.vsix"
 KERNEL = "kernels/rmsnorm_tuned.cpp"
 DETUNED = ("constexpr int kLanes = 16;", "constexpr int kLanes = 1;")
 WORKLOADS = 3
+ARTIFACTS = Path(os.environ.get("EVOTEAM_ARTIFACTS") or REPO / ".artifacts") / "vscode-e2e"
+
+
+def artifacts(request: pytest.FixtureRequest) -> Path:
+    """This test's screenshot folder under ``ARTIFACTS``, emptied."""
+    folder = ARTIFACTS / re.sub(r"[^\w.-]+", "_", request.node.name)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
 
 
 def missing() -> str | None:
@@ -78,9 +95,9 @@ def require_vs_code() -> None:
         pytest.skip(f"needs {absent}")
 
 
-def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: Path) -> None:
+def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, request: pytest.FixtureRequest) -> None:
     require_vs_code()
-    shots = tmp_path / "screenshots"
+    shots = artifacts(request)
     before = (workspace / KERNEL).read_text()
     command = ["node", str(EXTENSION / "e2e" / "evolve.mjs"), "--folder", str(workspace), "--vsix", str(VSIX)]
     command += ["--python", sys.executable, "--kernel", KERNEL, "--out", str(shots)]
@@ -104,7 +121,9 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
     assert old[first].split() in [line.split() for line in original.splitlines()]
     assert new[first].split() in [line.split() for line in modified.splitlines()]
     assert new[first].split() not in [line.split() for line in original.splitlines()]
-    assert found["action"].startswith("Accept winning kernel (") and "over the start, round 1)" in found["action"]
+    interval = r"\d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\] over the start"
+    assert re.fullmatch(rf"Accept winning kernel \({interval}, round 1\)", found["action"]), found["action"]
+    assert "batch_size=7" in found["reportText"]  # workloads by their axes, not their uuids
     assert found["lens"].startswith("best: ") and "round 1" in found["lens"]
     assert found["status"].startswith("evoteam: ") and found["status"].endswith("/200,000 tokens")
     assert found["external"] == []
@@ -136,14 +155,16 @@ def test_evolve_review_and_accept_in_a_real_vs_code(workspace: Path, tmp_path: P
 
 
 @pytest.mark.parametrize("case", ["no interpreter", "no evoteam package"])
-def test_a_server_that_cannot_start_says_why_and_shows_the_log(workspace: Path, tmp_path: Path, case: str) -> None:
+def test_a_server_that_cannot_start_says_why_and_shows_the_log(
+    workspace: Path, tmp_path: Path, case: str, request: pytest.FixtureRequest
+) -> None:
     require_vs_code()
     if case == "no interpreter":
         python, expect = tmp_path / "nowhere" / "python", "no Python interpreter at"
     else:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
         python, expect = tmp_path / "bare" / "bin" / "python", "the evoteam package is not installed for"
-    shots = tmp_path / "screenshots"
+    shots = artifacts(request)
     command = ["node", str(EXTENSION / "e2e" / "startup.mjs"), "--folder", str(workspace), "--vsix", str(VSIX)]
     command += ["--python", str(python), "--kernel", KERNEL, "--expect", expect, "--out", str(shots)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=420, cwd=REPO)
@@ -152,3 +173,52 @@ def test_a_server_that_cannot_start_says_why_and_shows_the_log(workspace: Path, 
     assert done.returncode == 0 and found["ok"], found.get("error") or done.stderr[-2000:]
     assert found["message"].startswith(f"evoteam: {expect} {python} (from the evoteam.python setting)")
     assert found["buttons"] == ["Show log", "Open settings"] and found["logShown"] and found["external"] == []
+
+
+SAXPY = """// a CUDA file that is no task
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+HELPER = """#include <cstdint>
+// a C++ kernel that is no task yet
+extern "C" int halve(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i];
+  return 0;
+}
+"""
+
+
+def test_kernel_files_that_are_no_task_in_a_real_vs_code(workspace: Path, request: pytest.FixtureRequest) -> None:
+    require_vs_code()
+    shots = artifacts(request)
+    (workspace / "scratch").mkdir()
+    (workspace / "scratch" / "saxpy.cu").write_text(SAXPY)
+    (workspace / "scratch" / "halve.cpp").write_text(HELPER)
+    cuda = find_nvcc() is not None
+    command = ["node", str(EXTENSION / "e2e" / "editor.mjs"), "--folder", str(workspace), "--vsix", str(VSIX)]
+    command += ["--python", sys.executable, "--cu", "scratch/saxpy.cu", "--cpp", "scratch/halve.cpp"]
+    command += ["--out", str(shots), *(["--cuda"] if cuda else [])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+    print(done.stderr[-4000:])
+    print(f"screenshots: {shots}")
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"editor.mjs printed nothing (exit {done.returncode}): {done.stderr[-2000:]}"
+    found = json.loads(lines[-1])
+    assert done.returncode == 0 and found["ok"], found.get("error")
+    if cuda:
+        [hint] = found["cudaHints"]
+        assert re.search(r"void saxpy\s*ptxas: \d+ regs", hint), hint
+    assert "undefined_thing" in found["typedProblem"] and found["stillDirty"]
+    # the nearest evoteam.toml above the file is the repository's
+    assert found["offer"].startswith("evoteam: scratch/halve.cpp is not a task yet. Add it to evoteam.toml?")
+    assert found["offerButtons"] == ["Add to evoteam.toml", "Cancel"]
+    assert found["previewTab"].startswith("Add halve to evoteam.toml") and 'name = "halve"' in found["preview"]
+    assert found["added"].startswith("evoteam: added task halve to evoteam.toml")
+    [task] = [t for t in load_tasks(workspace / "evoteam.toml") if t.name == "halve"]
+    assert task.name == "halve" and task.entry == "halve" and task.source == workspace / "scratch" / "halve.cpp"
+    assert found["external"] == []
+    names = sorted(p.name for p in shots.glob("*.png"))
+    expected = ["2-diagnostic-while-typing.png", "3-add-task-preview.png", "4-task-added.png"]
+    assert names == (["1-cuda-resources.png"] if cuda else []) + expected

@@ -108,13 +108,24 @@ class CodeActions(Feature):
         texts = {str(scaffold.config): scaffold.entry, **{str(p): t for p, t in scaffold.files.items()}}
         if args.preview:
             files = [str(p) for p in [scaffold.config, *scaffold.files]]
-            return TaskEntryResult(name=scaffold.name, config=files[0], files=files, texts=texts, written=False)
+            return TaskEntryResult(
+                name=scaffold.name,
+                config=files[0],
+                config_exists=scaffold.config_exists,
+                files=files,
+                texts=texts,
+                written=False,
+            )
         try:
             written = await ls.in_background(write, scaffold)
         except OSError as exc:
             raise JsonRpcException(f"{name}: {exc}", code=lsp.LSPErrorCodes.RequestFailed.value) from None
         return TaskEntryResult(
-            name=scaffold.name, config=str(scaffold.config), files=[str(p) for p in written], texts=texts
+            name=scaffold.name,
+            config=str(scaffold.config),
+            config_exists=scaffold.config_exists,
+            files=[str(p) for p in written],
+            texts=texts,
         )
 
     async def _scaffold(self, ls: EvoteamServer, uri: str, path: Path, from_disk: bool = False) -> Scaffold | None:

@@ -139,6 +139,7 @@ async function main() {
     await report.locator('img[src*="speedup.png"]').first().waitFor({ timeout: STEP_TIMEOUT });
     found.reportImages = await report.locator('img').evaluateAll((images) =>
       images.map((image) => ({ src: image.getAttribute('src').split('/').pop(), loaded: image.complete && image.naturalWidth > 0 })));
+    found.reportText = (await report.locator('body').innerText()).replace(/\u00a0/g, ' ');
     await vs.screenshot('7-report');
     step(`report shown: ${found.reportImages.map((i) => i.src).join(', ')}`);
 

@@ -1,15 +1,20 @@
-// "Evolve this kernel": saves the file (after asking) when it has unsaved changes, asks the options that no
-// settings scope sets (team, budget, runner), then starts the run with the server's evoteam.evolve.
+// "Evolve this kernel": on a file that is no task yet, offers to add it to evoteam.toml (taskEntry.ts);
+// otherwise saves the file (after asking) when it has unsaved changes, asks the options that no settings scope
+// sets (team, budget, runner), then starts the run with the server's evoteam.evolve.
 
 import * as vscode from "vscode";
 import { EVOLVE, Settings } from "./messages.generated";
 import { Asked, BUDGETS, TEAMS, checkRunner, parseBudget, unconfigured } from "./options";
 import { Ask } from "./serverClient";
+import { isTaskOrOffer } from "./taskEntry";
 
 export async function evolveKernel(ask: Ask, output: vscode.OutputChannel, given?: vscode.Uri): Promise<void> {
   const uri = given ?? vscode.window.activeTextEditor?.document.uri;
   if (uri === undefined || uri.scheme !== "file") {
     throw new Error("open a kernel file (.cu, .cuh, .cpp, .py) to evolve it");
+  }
+  if (!(await isTaskOrOffer(ask, uri))) {
+    return;
   }
   const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
   if (document?.isDirty) {

@@ -9,6 +9,7 @@ import { GitContent, SCHEME } from "./gitContent";
 import { RunsTree } from "./runsTree";
 import { ServerClient } from "./serverClient";
 import { RunStatusBar } from "./statusBar";
+import { PREVIEW_SCHEME, PreviewContent } from "./taskEntry";
 
 /** The language client of the active extension: the one thing `deactivate` (called without arguments) must stop. */
 let active: ServerClient | undefined;
@@ -32,6 +33,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     tree.onDidChangeTreeData(() => status.show()),
     vscode.window.createTreeView("evoteamRuns", { treeDataProvider: tree, showCollapseAll: true }),
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, new GitContent()),
+    vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, new PreviewContent()),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("evoteam.python")) {
         void start(tree, () => server.restart());

@@ -230,6 +230,8 @@ export interface TaskEntryResult {
   name: string;
   /** The evoteam.toml that gets the `[[kernel]]` entry. */
   config: string;
+  /** False when that evoteam.toml is new. */
+  configExists: boolean;
   /** The files written: the evoteam.toml, the definition template, the workloads. */
   files: string[];
   /** File → the text added to it: the entry appended to an existing evoteam.toml, a new file's whole text. */
