@@ -30,6 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--budget", type=int, default=200_000, help="the run's token budget (the role's share follows)")
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
     p.add_argument("--max-turns", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=3, help="the run's rounds (the first message says round 1 of them)")
     p.add_argument("--json", action="store_true", help="print {system, tools, first_message} as JSON")
     p.set_defaults(run=run)
 
@@ -57,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from evoteam.supervisor.state import RunState
     from evoteam.supervisor.team import initial_team
 
-    if args.budget < 0 or args.max_tokens < 1 or args.max_turns < 1:
-        return _fail("--budget must not be negative, --max-tokens and --max-turns at least 1")
+    if args.budget < 0 or args.max_tokens < 1 or args.max_turns < 1 or args.rounds < 1:
+        return _fail("--budget must not be negative, --max-tokens, --max-turns and --rounds at least 1")
     roles = builtin_roles()
     named = {name.lower(): spec for name, spec in roles.items()}
     role = named.get(args.role.strip().lower())
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         author = Author(role=role.name, agent_id=f"{role.name.lower()}-0", round=1)
         toolbox = build_toolbox(task, workspace, services, author, []).only(role.tools)
         assignment = Assignment(
-            role=role, agent_id=author.agent_id, kernel=task.name, round=1, max_turns=args.max_turns
+            role=role, agent_id=author.agent_id, kernel=task.name, round=1, rounds=args.rounds, max_turns=args.max_turns
         )
         context = AgentContext(
             assignment=assignment, workspace=workspace, toolbox=toolbox, budget=share, submissions=[], task=prompt

@@ -169,16 +169,21 @@ class LoopAgent:
             self.on_event(AgentEvent(kind=kind, role=a.role.name, agent_id=a.agent_id, turn=turn, **fields))
 
 
-def _brief(round: int, brief: str) -> str:
+def _brief(round: int, rounds: int, brief: str) -> str:
+    head = f"Round {round}."
+    if rounds:
+        left = rounds - round
+        head = f"Round {round} of {rounds} ({'the last one' if left <= 0 else f'{left} more after this one'})."
     if brief.strip():
-        return f"Round {round}. Your brief from the supervisor:\n\n{brief.strip()}"
-    return f"Round {round}. There is no particular brief this round: work on your mission."
+        return f"{head} Your brief from the supervisor:\n\n{brief.strip()}"
+    return f"{head} There is no particular brief this round: work on your mission."
 
 
 def first_message(context: AgentContext, max_tokens: int) -> str:
-    """The conversation's first message: the round and the supervisor's brief, then the agent's limits."""
+    """The conversation's first message: the round (of how many) and the supervisor's brief, then the agent's
+    limits."""
     a = context.assignment
-    return f"{_brief(a.round, a.brief)}\n\n{limits(context, max_tokens)}"
+    return f"{_brief(a.round, a.rounds, a.brief)}\n\n{limits(context, max_tokens)}"
 
 
 def limits(context: AgentContext, max_tokens: int) -> str:

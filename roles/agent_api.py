@@ -28,6 +28,8 @@ class Assignment(BaseModel):
     agent_id: str
     kernel: str
     round: int = 0
+    rounds: int = 0
+    """The run's rounds (0: not said)."""
     brief: str = ""
     """The supervisor's instructions for this round (constraints, focus, what failed before)."""
     max_turns: int = Field(default=30, gt=0)

@@ -88,13 +88,14 @@ class Entry(BaseModel):
     round: int = 0
     timestamp: str
 
-    def line(self) -> str:
-        """One line for prompts and tool results."""
+    def line(self, body: bool = True) -> str:
+        """One line for prompts and tool results (the body cut at 240 characters; left out with ``body``
+        False)."""
         who = f" ({self.role}, round {self.round})" if self.role else f" (round {self.round})"
         evidence = f" [{self.evidence.text()}]" if self.evidence and self.evidence.text() else ""
-        body = " ".join(self.body.split())
-        body = body if len(body) <= 240 else body[:237] + "..."
-        return f"- [{self.kind.value}] {self.title}{who}{evidence}" + (f": {body}" if body else "")
+        text = " ".join(self.body.split()) if body else ""
+        text = text if len(text) <= 240 else text[:237] + "..."
+        return f"- [{self.kind.value}] {self.title}{who}{evidence}" + (f": {text}" if text else "")
 
 
 def measured_kind(status: str, ci: tuple[float, float] | None) -> Kind:
@@ -280,10 +281,14 @@ class KnowledgeStore:
 
     def is_known_failure(self, description: str, threshold: float = 0.5) -> Entry | None:
         """The recorded failed attempt most like ``description`` (word overlap, Dice score >= ``threshold``,
-        at least two shared words), or None. A heuristic: it flags likely repeats, it does not prove them."""
+        at least two shared words), or None. A failed attempt that ``description`` cites by its id is not a
+        match: the text is about it, not a repeat of it. A heuristic: it flags likely repeats, it does not prove
+        them."""
         words = _words(description)
         best: tuple[float, Entry] | None = None
         for entry in self.query(Kind.FAILED_ATTEMPT):
+            if entry.id in description:
+                continue
             other = _words(f"{entry.title} {entry.body}")
             shared = len(words & other)
             if shared < 2:

@@ -38,7 +38,7 @@ from evoteam.roles.budget import EvaluationShare, RoleShare, TokenBudget, split,
 from evoteam.roles.builtin import parse_verdict
 from evoteam.roles.knowledge import Kind
 from evoteam.roles.llm import FatalLLMError
-from evoteam.roles.prompt import task_prompt
+from evoteam.roles.prompt import TaskPrompt, task_prompt
 from evoteam.roles.spec import RoleSpec
 from evoteam.roles.tools.base import Author, Tool, ToolResult
 from evoteam.roles.tools.candidate import kernel_files
@@ -46,6 +46,7 @@ from evoteam.roles.tools.evaluation import EvaluationCache, MeteredEvaluate
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
 from evoteam.roles.tools.history import START, HistoryEntry
 from evoteam.roles.tools.profiling import TimingProfiler, render_report
+from evoteam.roles.tools.submit import candidate_name
 from evoteam.roles.workspace import Workspace
 from evoteam.supervisor.events import AgentFinished, AgentStep, Submitted
 from evoteam.supervisor.evidence import source_diff
@@ -56,7 +57,8 @@ from evoteam.supervisor.team import Team
 
 
 def candidate_id(round_number: int, agent: str, solution: Solution) -> str:
-    return f"r{round_number:02d}-{agent}-{solution.content_hash()[:10]}"
+    """The journal's id of a submission: the name the submit tool gave it (``candidate_name``)."""
+    return candidate_name(round_number, agent, solution)
 
 
 def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, cache: EvaluationCache) -> None:
@@ -67,16 +69,21 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
     folder = run.folder / "rounds" / f"{number:02d}"
     definition = run.task.load_definition()
     constraints = merged_constraints(run.task, team)
-    prompt = task_prompt(
-        run.task,
-        definition,
-        run.task.load_workloads(),
-        run.knowledge.summary(),
-        constraints,
-        machine=machine_text(state.config.runner if state.config is not None else "local"),
-        incumbent=incumbent_text(state),
-        build=run.services.build,
-    )
+    workloads = run.task.load_workloads()
+
+    def prompt() -> TaskPrompt:
+        """The task as an agent starting now gets it: what the team knows is read again for each agent."""
+        return task_prompt(
+            run.task,
+            definition,
+            workloads,
+            run.knowledge.summary(),
+            constraints,
+            machine=machine_text(state.config.runner if state.config is not None else "local"),
+            incumbent=incumbent_text(state),
+            build=run.services.build,
+        )
+
     parent = parent_solution(state) if state.best is not None else None  # else the start, the cache's incumbent
     tools = ToolServices(
         definition=definition,
@@ -87,9 +94,7 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         require_citations=team.require_citations,
         history=RunHistory(run),
     )
-    brief = round_brief(state, team)
-    if team.reprofile:
-        brief = "\n".join(part for part in (brief, reprofile(run, number, cache)) if part)
+    profiled = reprofile(run, number, cache) if team.reprofile else ""
     starts = {role: state.candidates[c].sha for role, c in team.starts.items() if state.candidates[c].sha is not None}
     members = [(i, run.services.roles[name]) for i, name in enumerate(team.roles) if name in run.services.roles]
     shares = role_shares(state, team, budget, number, [role for _, role in members])
@@ -102,6 +107,8 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         agent_id = f"{_slug(role.name)}-{index}" + (f"-on-{review.id}" if review else "")
         if (number, agent_id) in state.finished_agents:
             return
+        # the brief as of now: a later agent of a sequential round sees the best and the hand-off so far
+        brief = "\n".join(part for part in (round_brief(state, team), profiled, handoff(state, number)) if part)
         if review is not None:
             workspace = seed_candidate(run, folder / agent_id, _parent_commit(state, review, start), review)
             given = f"{brief}\n\n{review_brief(state, review)}".strip()
@@ -123,14 +130,17 @@ def play_round(run: RunContext, number: int, team: Team, budget: TokenBudget, ca
         if evaluations is not None:
             toolbox = toolbox.wrapped("evaluate", lambda tool: MeteredEvaluate(tool, evaluations))
         turns = {} if state.config is None or state.config.max_turns is None else {"max_turns": state.config.max_turns}
-        assignment = Assignment(role=role, agent_id=agent_id, kernel=run.task.name, round=number, brief=given, **turns)
+        rounds = state.config.rounds if state.config is not None else 0
+        assignment = Assignment(
+            role=role, agent_id=agent_id, kernel=run.task.name, round=number, rounds=rounds, brief=given, **turns
+        )
         context = AgentContext(
             assignment=assignment,
             workspace=workspace,
             toolbox=toolbox,
             budget=shares[role.name],
             submissions=made,
-            task=prompt,
+            task=prompt(),
             evaluations=evaluations.remaining if evaluations is not None else None,
         )
         report = _run_agent(run, role, number, index, context)
@@ -322,6 +332,35 @@ def role_brief(team: Team, role: str) -> str:
             "the best: see its evaluation before you change it."
         )
     return "\n".join(lines)
+
+
+HANDOFF_CHARS = 1200
+"""How much of an agent's last words the next agent is given."""
+
+
+def handoff(state: RunState, number: int) -> str:
+    """What the agents before this one said when they stopped: the last one of round ``number`` (a sequential
+    team's previous member), else the last three of the round before. Reviews are not hand-offs."""
+    done = [a for a in state.round_agents.get(number, []) if a.reviewed is None][-1:]
+    if not done and number > 1:
+        done = [a for a in state.round_agents.get(number - 1, []) if a.reviewed is None][-3:]
+    lines = []
+    for agent in done:
+        made = [_made(c) for c in state.round_candidates(agent.round) if c.agent == agent.agent]
+        words = " ".join(agent.summary.split())[:HANDOFF_CHARS] or "(nothing)"
+        lines.append(
+            f"- {agent.role} ({agent.agent}, round {agent.round}) stopped ({agent.stop}); submitted: "
+            f"{', '.join(made) or 'nothing'}. Its last words: {words}"
+        )
+    return "Hand-off from the agent(s) before you:\n" + "\n".join(lines) if lines else ""
+
+
+def _made(candidate: Candidate) -> str:
+    record = candidate.record
+    if record is None:
+        return f"{candidate.id} (not evaluated yet)"
+    speed = f" {record.geomean_speedup:.3f}x" if record.geomean_speedup is not None else ""
+    return f"{candidate.id} ({record.status.value}{speed})"
 
 
 def round_brief(state: RunState, team: Team) -> str:

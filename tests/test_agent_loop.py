@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,7 @@ def test_write_evaluate_submit_round_trip_with_the_real_evaluator(setup: Setup) 
     [viewed] = last_results(llm.requests[1])
     assert viewed.content.startswith("    1\t#include <cstdint>")
     [submitted] = last_results(llm.requests[4])
-    assert submitted.content.startswith("submitted scale_add-r3-opt-1-1")
+    assert re.match(r"submitted r03-opt-1-[0-9a-f]{10} \(1 submission", submitted.content), submitted.content
 
     [account] = budget.accounts()
     assert (account.role, account.agent, account.calls) == ("Optimizer", "opt-1", 5)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -211,7 +212,7 @@ def test_view_write_evaluate_submit_round_trip(
     [submission] = report.submissions
     assert setup.submissions == [submission]
     assert (submission.role, submission.agent_id) == ("Optimizer", "opt-1")
-    assert submission.solution.name == "scale_add-r3-opt-1-1"
+    assert re.fullmatch(r"r03-opt-1-[0-9a-f]{10}", submission.solution.name)
     assert submission.solution.sources[0].content == FASTER
     assert submission.evaluation is not None and submission.evaluation["status"] == "PASSED"
     assert (setup.workspace.root / "honest.cpp").read_text() == FASTER
@@ -252,7 +253,7 @@ def test_view_write_evaluate_submit_round_trip(
     assert viewed.startswith("    1\t#include <cstdint>")
     assert wrote.startswith("wrote honest.cpp (")
     assert evaluated.startswith("status: PASSED")
-    assert submitted.startswith("submitted scale_add-r3-opt-1-1")
+    assert re.match(r"submitted r03-opt-1-[0-9a-f]{10} \(1 submission", submitted), submitted
     assert calls_sent(bodies[2])[0]["input"] == {"path": "honest.cpp", "content": FASTER}
 
     # usage: what the server reported, call by call, is what the agent summed and the budget charged

@@ -360,10 +360,10 @@ def test_prompt_prints_what_an_agent_of_a_role_is_given_first(repo: Path) -> Non
     assert "- n=65536 (large-65536)" in text and "atol 0.01, rtol 0.01" in text and "flags: -shared -fPIC -O2" in text
     assert "CPU: " in text and "logical cores available" in text
     assert "\n- patch: Apply a unified diff" in text and "\n- submit_candidate:" in text
-    assert "Round 1. There is no particular brief this round" in text
+    assert "Round 1 of 3 (2 more after this one). There is no particular brief this round" in text
     assert "One reply holds at most 2,000 tokens" in text
     shown = json.loads(evoteam(repo, "prompt", "Optimizer", "scale_add", "--json").stdout)
-    assert len(shown["system"]) == 4 and shown["first_message"].startswith("Round 1.")
+    assert len(shown["system"]) == 4 and shown["first_message"].startswith("Round 1 of 3 ")
     assert [t["name"] for t in shown["tools"]][:5] == ["view", "list", "history", "diff", "write"]
     bad = evoteam(repo, "prompt", "Wizard", "scale_add")
     assert bad.returncode == 2 and "no role named 'Wizard'; roles: Optimizer, Debugger" in bad.stderr

@@ -14,7 +14,7 @@ from conftest import KERNELS, git, init_repo, quick_config, scale_add_task
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.schema import Solution
 from evoteam.gpu_bench.task import KernelTask
-from evoteam.roles.agent import AgentEvent, EventSink
+from evoteam.roles.agent import AgentEvent, EventSink, first_message
 from evoteam.roles.agent_api import AgentContext, AgentReport
 from evoteam.roles.backends.scripted import ScriptedLLM, text
 from evoteam.roles.budget import EVALUATIONS_REFUSED, BudgetExhausted, ShareExhausted, TokenBudget
@@ -306,6 +306,62 @@ class Recorder:
         a = context.assignment
         self.given[a.round] = (a.brief, (context.workspace.root / "kernel.cpp").read_text())
         return AgentReport(role=a.role.name, agent_id=a.agent_id, stop="end_turn", final_text="looked")
+
+
+class NoteTaker:
+    """An agent that records a hardware note through its tools and stops with some last words."""
+
+    def run(self, context: AgentContext) -> AgentReport:
+        a = context.assignment
+        result = context.toolbox.call("write_note", {"kind": "hardware", "title": "one row fits in L1 here"})
+        assert not result.is_error, result.content
+        words = "rows of 4096 floats stay in L1; try fewer passes next"
+        return AgentReport(role=a.role.name, agent_id=a.agent_id, stop="end_turn", final_text=words)
+
+
+class Reader:
+    """An agent that keeps what it was given: its assignment and the task's knowledge, and does nothing else."""
+
+    def __init__(self) -> None:
+        self.given: list[tuple[AgentContext, str]] = []
+
+    def run(self, context: AgentContext) -> AgentReport:
+        assert context.task is not None
+        self.given.append((context, context.task.knowledge))
+        a = context.assignment
+        return AgentReport(role=a.role.name, agent_id=a.agent_id, stop="end_turn", final_text="read it")
+
+
+def test_each_agent_gets_the_knowledge_as_it_starts_the_hand_off_before_it_and_the_rounds(
+    repo: Path, evaluator: Evaluator
+) -> None:
+    """A sequential team: the Debugger, after the Optimizer, sees the note the Optimizer wrote this round (not the
+    store as the round found it), the Optimizer's hand-off (its last words), and how many rounds the run has."""
+    task = task_of(repo)
+    reader = Reader()
+
+    def agents(role, number, index, sink, cancel):  # type: ignore[no-untyped-def]
+        return NoteTaker() if role.name == "Optimizer" else reader
+
+    base = services(task, evaluator)
+    run_services = RunServices(task=task, evaluations=base.evaluations, agents=agents)
+    supervisor = Supervisor(repo, "run-h", run_services)
+    supervisor.start(
+        RunConfig(run="run-h", kernel="scale_add", config=str(repo), rounds=2, budget=10**6, llm="offline")
+    )
+    supervisor.journal.append(RoundStarted(round=1, team=Team(roles=["Optimizer", "Debugger"], protocol="sequential")))
+    supervisor.run()
+
+    (first, knowledge), (second, _) = reader.given[:2]
+    assert "one row fits in L1 here" in knowledge  # written by the agent before, in the same round
+    brief = first.assignment.brief
+    assert "Hand-off from the agent(s) before you:" in brief
+    assert "Optimizer (optimizer-0, round 1) stopped (end_turn); submitted: nothing." in brief
+    assert "rows of 4096 floats stay in L1; try fewer passes next" in brief
+    assert (first.assignment.round, first.assignment.rounds) == (1, 2)
+    assert first_message(first, 1000).startswith("Round 1 of 2 (1 more after this one). Your brief")
+    assert first_message(second, 1000).startswith("Round 2 of 2 (the last one). Your brief")
+    assert "rows of 4096 floats" in second.assignment.brief  # round 2's Optimizer spoke last
 
 
 def test_the_supervisor_can_brief_a_role_and_start_it_from_a_chosen_candidate(repo: Path, evaluator: Evaluator) -> None:

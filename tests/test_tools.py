@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from evoteam.roles.tools.compiler import FakeChecker
 from evoteam.roles.tools.evaluation import EvaluationCache, FakeEvaluations, scripted_result
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
 from evoteam.roles.tools.profiling import FakeProfiler, ProfileReport, WorkloadProfile
+from evoteam.roles.tools.submit import candidate_name
 from evoteam.roles.workspace import Workspace
 
 AUTHOR = Author(role="Optimizer", agent_id="opt-1", round=2)
@@ -313,7 +315,10 @@ def test_submit_snapshots_the_workspace_and_reuses_the_evaluation(kit: Kit) -> N
     kit.call("evaluate")
     content, error, data = kit.call("submit_candidate", rationale="replace the multiply by an add")
     assert not error, content
-    assert content.startswith("submitted scale_add-r2-opt-1-1 (1 submission(s) so far)\nstatus: PASSED")
+    [sub] = kit.submissions
+    name = candidate_name(2, "opt-1", sub.solution)  # the journal's id too: one name everywhere
+    assert sub.solution.name == name and re.fullmatch(r"r02-opt-1-[0-9a-f]{10}", name)
+    assert content.startswith(f"submitted {name} (1 submission(s) so far)\nstatus: PASSED")
     assert len(kit.fake.calls) == 1  # the evaluation of the same content was reused
     [sub] = kit.submissions
     assert (sub.role, sub.agent_id, sub.rationale) == ("Optimizer", "opt-1", "replace the multiply by an add")
@@ -322,7 +327,7 @@ def test_submit_snapshots_the_workspace_and_reuses_the_evaluation(kit: Kit) -> N
     assert sub.evaluation is not None and sub.evaluation["status"] == "PASSED"
     assert sub.evaluation["content_hash"] == sub.solution.content_hash()
     assert sub.evaluation["solution"] == sub.solution.name
-    assert data is not None and data["solution"] == "scale_add-r2-opt-1-1"
+    assert data is not None and data["solution"] == name
 
 
 @pytest.mark.unit
@@ -359,7 +364,11 @@ def test_write_note_then_read_it_back(kit: Kit) -> None:
     assert (entry.role, entry.agent, entry.round, entry.kind) == ("Optimizer", "opt-1", 2, Kind.HARDWARE)
     assert data == {"id": entry.id, "kind": "hardware"}
     content, _, _ = kit.call("read_knowledge", kind="hardware", query="l2")
-    assert content == "[hardware] L2 is 2 MB per core pair (Optimizer, round 2) [l2_mb=2]: lscpu says so"
+    assert content == f"{entry.id} [hardware] L2 is 2 MB per core pair (Optimizer, round 2) [l2_mb=2]: lscpu says so"
+    kit.call("write_note", kind="plan", title="the long plan", body="step " * 100)
+    content, _, _ = kit.call("read_knowledge", kind="plan")
+    assert content.count("step") == 100  # the long body once, whole, below its line (not also cut in the line)
+    assert content.splitlines()[0].endswith("[plan] the long plan (Optimizer, round 2)")
     assert kit.call("read_knowledge", kind="strategy")[0] == "no entries match"
     assert kit.call("write_note", kind="role_record", title="x")[1]  # role records are the supervisor's
 
@@ -378,6 +387,10 @@ def test_a_strategy_that_matches_a_failed_attempt_is_flagged(kit: Kit) -> None:
     assert "matches a recorded failed attempt" in content and "c7, PASSED, geomean_speedup=0.98" in content
     assert data is not None and "known_failure" in data
     content, _, data = kit.call("write_note", kind="strategy", title="use float4 vector loads")
+    assert "failed attempt" not in content and data is not None and "known_failure" not in data
+    [failed] = kit.knowledge.query(Kind.FAILED_ATTEMPT)
+    cited = f"unrolling the inner loop by 4, unlike {failed.id} (by 8), keeps the loads in flight"
+    content, _, data = kit.call("write_note", kind="strategy", title=cited)
     assert "failed attempt" not in content and data is not None and "known_failure" not in data
 
 

@@ -29,8 +29,8 @@ class ReadKnowledgeInput(BaseModel):
 class ReadKnowledgeTool:
     name = "read_knowledge"
     description = (
-        "Read what the team has recorded about this kernel, newest first: hardware observations, verified "
-        "strategies, failed attempts (with evidence), the plan and role records."
+        "Read what the team has recorded about this kernel, newest first, each entry after its id: hardware "
+        "observations, verified strategies, failed attempts (with evidence), the plan and role records."
     )
     input_model = ReadKnowledgeInput
 
@@ -45,8 +45,9 @@ class ReadKnowledgeTool:
         shown = found[:MAX_ENTRIES]
         blocks = []
         for e in shown:
-            block = e.line().removeprefix("- ")
-            if len(" ".join(e.body.split())) > 240:
+            long = len(" ".join(e.body.split())) > 240  # the whole body below the line, not also cut in it
+            block = f"{e.id} " + e.line(body=not long).removeprefix("- ")
+            if long:
                 block += f"\n{e.body}"
             blocks.append(block)
         hidden = len(found) - len(shown)
@@ -151,7 +152,8 @@ class WriteNoteTool:
         if known is not None:
             content += (
                 f"\nwarning: this matches a recorded failed attempt ({known.id}, round {known.round}): "
-                f"{known.line().removeprefix('- ')}\nDo not retry it blindly: say what is different this time."
+                f"{known.line().removeprefix('- ')}\nDo not retry it blindly: say what is different this time. "
+                f"A note that is about that attempt cites its id ({known.id}) and gets no warning."
             )
             data["known_failure"] = known.id
         return ToolResult(content=content, data=data)

@@ -1,16 +1,21 @@
 """The ``submit_candidate`` tool: snapshot the workspace kernel, evaluate it unless that content already was,
-and hand a ``Submission`` to the supervisor."""
+and hand a ``Submission`` to the supervisor. A candidate has one name everywhere (``candidate_name``): what the
+tool answers, the journal's candidate id, git, ``show`` and the editor."""
 
 from __future__ import annotations
 
-import itertools
-
-from evoteam.gpu_bench.api import KernelTask
+from evoteam.gpu_bench.api import KernelTask, Solution
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.tools.base import Author, ToolResult
 from evoteam.roles.tools.candidate import CandidateError, SubmitInput, workspace_solution
 from evoteam.roles.tools.evaluation import EvaluationCache, evaluate_to_result
 from evoteam.roles.workspace import Workspace
+
+
+def candidate_name(round_number: int, agent_id: str, solution: Solution) -> str:
+    """``r02-optimizer-0-1a2b3c4d5e``: the round, the agent, and the digest of what is built and called (the same
+    kernel submitted twice by one agent in one round is one candidate)."""
+    return f"r{round_number:02d}-{agent_id}-{solution.content_hash()[:10]}"
 
 
 class SubmitCandidateTool:
@@ -37,7 +42,6 @@ class SubmitCandidateTool:
         self.evaluations = evaluations
         self.author = author
         self.submissions = submissions
-        self._count = itertools.count(1)
 
     def run(self, args: SubmitInput) -> ToolResult:
         a = self.author
@@ -46,12 +50,13 @@ class SubmitCandidateTool:
                 self.task,
                 self.workspace,
                 self.definition,
-                name=f"{self.task.name}-r{a.round}-{a.agent_id}-{next(self._count)}",
+                name=f"{self.task.name}-{a.agent_id}-submission",
                 author=a.role,
                 description=args.rationale,
             )
         except CandidateError as exc:
             return ToolResult(content=str(exc), is_error=True)
+        solution = solution.model_copy(update={"name": candidate_name(a.round, a.agent_id, solution)})
         evaluated = evaluate_to_result(self.evaluations, solution)
         if evaluated.is_error:
             return evaluated
