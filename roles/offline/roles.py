@@ -51,7 +51,8 @@ CHEAT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 _KNOWLEDGE_LINE = re.compile(
-    r"^\[(?P<kind>\w+)\] (?P<title>.*?) \((?:[^()]*?, )?round (?P<round>\d+)\)(?: \[(?P<evidence>[^\]]*)\])?"
+    r"^(?:[0-9a-f]+ )?"  # the entry's id
+    r"\[(?P<kind>\w+)\] (?P<title>.*?) \((?:[^()]*?, )?round (?P<round>\d+)\)(?: \[(?P<evidence>[^\]]*)\])?"
 )
 _BEST_SO_FAR = re.compile(r"Best so far: \S+ at ([0-9.]+)x geomean")
 """The supervisor's brief names the best so far this way (``supervisor.loop``)."""
