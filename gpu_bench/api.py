@@ -18,6 +18,8 @@ from evoteam.gpu_bench.build.cuda.instruction_classes import CLASSES as INSTRUCT
 from evoteam.gpu_bench.build.cuda.instruction_classes import checkable, downgrades, instruction_classes, lost_classes
 from evoteam.gpu_bench.build.cuda.nvcc import DEFAULT_ARCH, is_arch, resolve_arch
 from evoteam.gpu_bench.build.cuda.resources import demangle
+from evoteam.gpu_bench.build.listing import Listing, listing
+from evoteam.gpu_bench.build.listing import View as ListingView
 from evoteam.gpu_bench.build.summary import build_summary
 from evoteam.gpu_bench.environment import cpu_name
 from evoteam.gpu_bench.interop.flashinfer.emit import emit_dataset
@@ -61,6 +63,8 @@ from evoteam.gpu_bench.schema import (
     Definition,
     Diagnostic,
     EvaluationStatus,
+    Fill,
+    FillInput,
     KernelResources,
     Language,
     RandomInput,
@@ -111,6 +115,8 @@ __all__ = [
     "Evaluator",
     "ExportError",
     "Factory",
+    "Fill",
+    "FillInput",
     "FlashInferImportError",
     "FlashInferImportOptions",
     "FnJob",
@@ -120,6 +126,8 @@ __all__ = [
     "KernelResources",
     "KernelTask",
     "Language",
+    "Listing",
+    "ListingView",
     "LocalHost",
     "LocalRunner",
     "MachineFacts",
@@ -165,6 +173,7 @@ __all__ = [
     "import_problem",
     "instruction_classes",
     "is_arch",
+    "listing",
     "load_definition",
     "load_solution",
     "load_tasks",

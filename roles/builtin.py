@@ -23,14 +23,14 @@ _ROLES: list[tuple[str, str, list[str], float, bool]] = [
     (
         "Debugger",
         "makes a failing candidate correct again",
-        [*READ, *EDIT, "compile", "evaluate", *KNOW, "submit_candidate"],
+        [*READ, *EDIT, "compile", "assembly", "test", "evaluate", *KNOW, "submit_candidate"],
         0.7,
         False,
     ),
     (
         "Profiling Scientist",
         "finds where the time goes, with numbers",
-        [*READ, "compile", "evaluate", "profile", *KNOW],
+        [*READ, "compile", "assembly", "evaluate", "profile", *KNOW],
         0.6,
         False,
     ),
@@ -38,7 +38,7 @@ _ROLES: list[tuple[str, str, list[str], float, bool]] = [
     (
         "Disciplinarian",
         "checks each change against the constraints and 'one measurable change at a time'; can veto",
-        [*READ, "compile", *KNOW],
+        [*READ, "compile", "assembly", *KNOW],
         0.3,
         True,
     ),
@@ -46,7 +46,7 @@ _ROLES: list[tuple[str, str, list[str], float, bool]] = [
     (
         "Reviewer",
         "looks for suspicious speedups and cheating patterns",
-        [*READ, "compile", "evaluate", *KNOW],
+        [*READ, "compile", "assembly", "test", "evaluate", *KNOW],
         0.4,
         False,
     ),

@@ -11,7 +11,7 @@ from evoteam.gpu_bench.schema.trace import (
     Performance,
     Trace,
 )
-from evoteam.gpu_bench.schema.workload import RandomInput, SafetensorsInput, ScalarInput, Workload
+from evoteam.gpu_bench.schema.workload import Fill, FillInput, RandomInput, SafetensorsInput, ScalarInput, Workload
 
 __all__ = [
     "AxisConst",
@@ -25,6 +25,8 @@ __all__ = [
     "Environment",
     "Evaluation",
     "EvaluationStatus",
+    "Fill",
+    "FillInput",
     "KernelResources",
     "Language",
     "LaunchSpec",

@@ -30,7 +30,19 @@ class SafetensorsInput(Model):
     tensor_key: NonEmptyStr
 
 
-InputSpec = Annotated[RandomInput | ScalarInput | SafetensorsInput, Field(discriminator="type")]
+Fill = Literal["zeros", "ones", "nan", "inf", "-inf", "large", "tiny", "specials"]
+
+
+class FillInput(Model):
+    """Values an engineer (or an agent's scratch test) picks to probe a kernel's edges: all zeros or ones, NaN,
+    infinities, values near the dtype's largest or its smallest normal, or random values with NaN, infinities
+    and signed zeros sprinkled in (``specials``). An evoteam extension: FlashInfer's datasets never hold it."""
+
+    type: Literal["fill"] = "fill"
+    value: Fill
+
+
+InputSpec = Annotated[RandomInput | ScalarInput | SafetensorsInput | FillInput, Field(discriminator="type")]
 
 
 class Workload(Model):

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from evoteam.gpu_bench.bindings.dtypes import torch_dtype
-from evoteam.gpu_bench.schema import Definition, RandomInput, SafetensorsInput, ScalarInput, Workload
+from evoteam.gpu_bench.schema import Definition, FillInput, RandomInput, SafetensorsInput, ScalarInput, Workload
 
 Value = torch.Tensor | int | float | bool
 
@@ -39,6 +39,8 @@ def make_inputs(
             values[name] = source.value
         elif isinstance(source, SafetensorsInput):
             values[name] = _load_blob(name, source, blob_root, workload.uuid).to(device)
+        elif isinstance(source, FillInput):
+            values[name] = filled(shape or (), dtype, source.value, generator, name).to(device)
         elif shape is None:
             values[name] = _random_scalar(dtype, generator)
         else:
@@ -80,6 +82,33 @@ def perturbed_values(inputs: Mapping[str, Value], seed: int, only: set[str] | No
         scale = 1.0 + (torch.rand(tensor.shape, generator=generator, dtype=torch.float64) * 2 - 1) * PERTURBATION
         copy[name] = (tensor.double() * scale.to(tensor.device)).to(tensor.dtype)
     return copy
+
+
+def filled(
+    shape: tuple[int, ...], dtype: torch.dtype, fill: str, generator: torch.Generator, name: str
+) -> torch.Tensor:
+    """A tensor of ``fill`` values (``FillInput``); NaN and infinities only exist for floating-point dtypes."""
+    floating = dtype.is_floating_point
+    if fill in ("nan", "inf", "-inf", "tiny", "specials") and not floating:
+        raise InputError(f"input {name!r} is {dtype}: {fill!r} needs a floating-point input")
+    if fill == "zeros":
+        return torch.zeros(shape, dtype=dtype)
+    if fill == "ones":
+        return torch.ones(shape, dtype=dtype)
+    if fill == "large":
+        top = torch.finfo(dtype).max if floating else torch.iinfo(dtype).max
+        return torch.full(shape, top / 2 if floating else top, dtype=dtype)
+    if fill == "tiny":
+        return torch.full(shape, torch.finfo(dtype).tiny, dtype=dtype)
+    if fill in ("nan", "inf", "-inf"):
+        return torch.full(shape, float(fill), dtype=dtype)
+    values = torch.randn(shape, generator=generator, dtype=torch.float32)  # specials
+    flat = values.view(-1)
+    if flat.numel():
+        picks = torch.randint(0, flat.numel(), (max(1, flat.numel() // 16),), generator=generator)
+        special = torch.tensor([float("nan"), float("inf"), float("-inf"), 0.0, -0.0], dtype=torch.float32)
+        flat[picks] = special[torch.arange(picks.numel()) % special.numel()]
+    return values.to(dtype)
 
 
 def _random_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:

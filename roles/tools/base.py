@@ -19,6 +19,8 @@ TOOL_NAMES = (
     "patch",
     "delete",
     "compile",
+    "assembly",
+    "test",
     "evaluate",
     "profile",
     "read_knowledge",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,6 +38,14 @@ class EvaluationService(Protocol):
     def evaluate(self, solution: Solution, baseline: Solution | None = None) -> CandidateResult:
         """Every workload of the task, against its baseline (or ``baseline``). Raises ``BenchInputError``
         only when the task itself is unusable (its baseline fails), never for a bad candidate."""
+        ...
+
+
+@runtime_checkable
+class ScratchService(Protocol):
+    def check(self, solution: Solution, workloads: list[Workload]) -> CandidateResult:
+        """Correctness only (no timing) of ``solution`` on ``workloads`` made up on the spot (an agent's scratch
+        test), against the task's reference."""
         ...
 
 
@@ -73,6 +81,19 @@ class TaskEvaluations:
                 solution,
                 baseline if baseline is not None else self.baseline,
                 self.config,
+                self.task.blob_root(),
+                constraints=self.constraints,
+            )
+
+    def check(self, solution: Solution, workloads: list[Workload]) -> CandidateResult:
+        config = self.config.model_copy(update={"measure": False})
+        with self._lock:
+            return self._evaluator.evaluate(
+                self.definition,
+                workloads,
+                solution,
+                self.baseline,
+                config,
                 self.task.blob_root(),
                 constraints=self.constraints,
             )
@@ -127,6 +148,10 @@ def scripted_result(
     )
 
 
+class ScratchUnavailable(RuntimeError):
+    """The evaluation service runs no scratch tests (a fake, a remote service)."""
+
+
 class EvaluationCache:
     """Evaluates each distinct content once (``Solution.content_hash``); shared by the evaluate, profile and
     submit tools of a run, so submitting what was just evaluated costs nothing."""
@@ -166,6 +191,13 @@ class EvaluationCache:
             self._results[solution.content_hash()] = result
             self._solutions[solution.name] = solution
         return result
+
+    def scratch(self, solution: Solution, workloads: list[Workload]) -> CandidateResult:
+        """Correctness only on made-up workloads, never cached. Raises ``ScratchUnavailable`` where the service
+        cannot run them."""
+        if not isinstance(self._service, ScratchService):
+            raise ScratchUnavailable("scratch tests need the task's own evaluator, which this run does not have")
+        return self._service.check(solution, workloads)
 
     def evaluate(self, solution: Solution) -> CandidateResult:
         cached = self.get(solution)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Solution
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.knowledge import KnowledgeStore
+from evoteam.roles.tools.assembly import AssemblyTool, Lister, default_lister
 from evoteam.roles.tools.base import TOOL_NAMES, Author, Tool, Toolbox
 from evoteam.roles.tools.candidate import kernel_files
 from evoteam.roles.tools.compiler import Checker, CompileTool, default_checker
@@ -16,6 +17,7 @@ from evoteam.roles.tools.history import CandidateHistory, DiffTool, HistoryTool,
 from evoteam.roles.tools.notes import ReadKnowledgeTool, WriteNoteTool
 from evoteam.roles.tools.patch import PatchTool
 from evoteam.roles.tools.profiling import Profiler, ProfileTool, TimingProfiler
+from evoteam.roles.tools.scratch import ScratchTestTool
 from evoteam.roles.tools.submit import SubmitCandidateTool
 from evoteam.roles.workspace import Workspace
 
@@ -30,6 +32,7 @@ class ToolServices:
     evaluations: EvaluationCache
     knowledge: KnowledgeStore
     checker: Checker = default_checker
+    lister: Lister = default_lister
     profiler: Profiler | None = None
     """None: ``TimingProfiler`` over ``evaluations``."""
     constraints: Constraints | None = None
@@ -64,6 +67,8 @@ def build_toolbox(
         PatchTool(workspace),
         DeleteTool(workspace, kernel_files(task)),
         CompileTool(task, workspace, name, author, services.checker, services.constraints),
+        AssemblyTool(task, workspace, name, author, services.lister),
+        ScratchTestTool(task, workspace, services.definition, services.evaluations, author),
         EvaluateTool(task, workspace, name, services.evaluations, author),
         ProfileTool(task, workspace, name, profiler, author),
         ReadKnowledgeTool(services.knowledge),
