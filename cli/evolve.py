@@ -111,7 +111,7 @@ def run_evolve(args: argparse.Namespace) -> int:
         budget=args.budget,
         llm=args.llm,
         runner=args.runner,
-        model=args.model,
+        model=args.model or task.model,
         target_speedup=args.target_speedup,
         evaluations_per_agent=args.evaluations,
         evaluation_budget=args.evaluation_budget,

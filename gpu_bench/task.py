@@ -66,6 +66,9 @@ class KernelTask(BaseModel):
     knobs: dict[str, list[int | str]] = Field(default_factory=dict)
     """Tunable parameters and their candidate values (``BLOCK = [64, 128, 256]``) for the offline tuner,
     on top of those it finds in the source."""
+    model: str | None = Field(default=None, min_length=1)
+    """The model of the agents and the supervisor in this kernel's runs (``--model`` and the editor's
+    ``evoteam.model`` win; without any, the backend's default)."""
     root: Path = Field(default=Path(), exclude=True)
 
     @model_validator(mode="after")

@@ -295,6 +295,8 @@ def test_a_run_without_a_significant_improvement_has_no_best_and_accept_says_so(
 
 
 def test_a_refused_key_stops_the_run_at_its_first_call_with_a_clear_message(repo: Path) -> None:
+    with (repo / "evoteam.toml").open("a") as toml:  # the kernel's own model (no --model given)
+        toml.write('model = "claude-from-the-toml"\n')
     with FakeMessagesServer(lambda body: text("never read"), api_key="the-right-key") as server:
         env = cli_env(repo) | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "a-wrong-key"}
         args = ["evolve", "scale_add", "--llm", "anthropic", "--team", "fixed", "--rounds", "3"]
@@ -305,6 +307,7 @@ def test_a_refused_key_stops_the_run_at_its_first_call_with_a_clear_message(repo
     assert re.fullmatch(r"evoteam: run scale_add-\S+ stopped: .*401 authentication_error.*", last), done.stderr
     assert "a-wrong-key" not in done.stderr + done.stdout
     assert len(calls) == 1  # the first agent's one call: no other agent, no supervisor call, no round 2
+    assert calls[0].body["model"] == "claude-from-the-toml"
     [run] = [p.name for p in (repo / ".evoteam" / "runs").iterdir()]
     journal = (repo / ".evoteam" / "runs" / run / "journal.jsonl").read_text().splitlines()
     kinds = [json.loads(line)["kind"] for line in journal]

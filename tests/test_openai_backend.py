@@ -4,6 +4,7 @@ tokens, retries, fatal errors, a malformed answer, the key kept out of errors an
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import traceback
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from evoteam.roles.backends.fake_openai_server import FakeError, FakeOpenAIServer, call, say
+from evoteam.roles.backends.fake_openai_server import FakeCall, FakeCompletion, FakeError, FakeOpenAIServer, call, say
 from evoteam.roles.backends.openai_api import OpenAILLM, OpenAISettings, estimate_tokens, to_params
 from evoteam.roles.backends.retry import RecordingSleeper
 from evoteam.roles.llm import (
@@ -143,8 +144,37 @@ def test_a_refused_key_is_fatal_and_the_key_stays_out_of_errors_and_logs(server:
 def test_an_answer_without_the_apis_shape_is_an_error_not_half_read(server: FakeOpenAIServer) -> None:
     server.push({"id": "x", "object": "chat.completion", "model": MODEL, "choices": "not a list", "created": 1})
     with pytest.raises(LLMError, match="does not have the API's shape"):
-        llm(server).complete(ask())
-    assert len(server.requests) == 1
+        llm(server, stream=False).complete(ask())
+    assert len(server.requests) == 1 and "stream" not in server.requests[0]
+
+
+def test_a_streamed_reply_is_put_together_text_calls_and_usage(server: FakeOpenAIServer) -> None:
+    """Streaming is the default: the text and each call's arguments arrive in 16-character pieces, the usage in
+    a last chunk of its own; what is assembled is what the same answer unstreamed says."""
+    long_path = "kernels/" + "deep/" * 12 + "kernel.cpp"
+    calls = [FakeCall(name="view", arguments=json.dumps({"path": long_path}))]
+    calls.append(FakeCall(name="view", arguments='{"path": "k.h"}'))
+    answer = FakeCompletion(content="Two files to look at, the kernel and its header.", calls=calls)
+    server.push(answer, answer)
+    streamed = llm(server).complete(ask(tools=[VIEW]))
+    plain = llm(server, stream=False).complete(ask(tools=[VIEW]))
+    sent = server.requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert streamed.stop_reason == plain.stop_reason == "tool_use" and streamed.model == MODEL
+    assert streamed.content[0] == TextBlock(text="Two files to look at, the kernel and its header.")
+    first, second = streamed.content[1:]
+    assert isinstance(first, ToolUseBlock) and first.input == {"path": long_path} and first.name == "view"
+    assert isinstance(second, ToolUseBlock) and second.input == {"path": "k.h"} and first.id != second.id
+    [(p1, c1), (p2, c2)] = [(r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"]) for r in server.replies]
+    assert streamed.usage.total == p1 + c1 and plain.usage.total == p2 + c2 and c1 == c2
+
+
+def test_a_dropped_stream_is_retried_and_counted(server: FakeOpenAIServer) -> None:
+    server.push(say("cut off halfway through").model_copy(update={"break_after": 2}), say("whole"))
+    model = llm(server)
+    reply = model.complete(ask())
+    assert reply.content == [TextBlock(text="whole")] and len(server.requests) == 2
+    assert model.stats.retries == 1
 
 
 def test_arguments_that_are_not_a_json_object_reach_the_tool_as_they_were(server: FakeOpenAIServer) -> None:
@@ -161,5 +191,6 @@ def test_settings_read_the_environment_and_keep_the_key_secret() -> None:
     assert KEY not in repr(settings) and KEY not in settings.model_dump_json()
     assert OpenAISettings.from_env(env, model="mine").model == "mine"
     assert OpenAISettings.from_env({}).model == "gpt-5" and OpenAISettings.from_env({}).key() is None
+    assert OpenAISettings.from_env({}).stream and not OpenAISettings.from_env({"EVOTEAM_OPENAI_STREAM": "0"}).stream
     with pytest.raises(ValueError, match="needs an API key"):
         OpenAILLM(OpenAISettings())

@@ -1,7 +1,10 @@
 """``FakeOpenAIServer``: an OpenAI-compatible Chat Completions API on 127.0.0.1 for tests and offline demos.
 
-``POST /v1/chat/completions`` (JSON, no streaming) answered from a script (a queue of items, or a function of
-the request body): a reply (text, function calls) or a failure (status, code, message, ``retry-after``). The
+``POST /v1/chat/completions`` answered from a script (a queue of items, or a function of the request body): a
+reply (text, function calls) or a failure (status, code, message, ``retry-after``). A request with ``stream``
+gets the reply as server-sent events in the API's chunk format (text and each call's arguments in pieces, the
+finish reason, then the usage when ``stream_options.include_usage`` asks for it, then ``[DONE]``); a script item
+can break the stream midway (``FakeCompletion.break_after``). The
 bearer key is checked like the API does (401 ``invalid_api_key``). Usage is counted about 4 characters a
 token, and prompt caching is emulated as OpenAI documents it: a prompt of 1024 tokens or more reads from the
 cache the longest prefix of whole messages (with the tools) that an earlier request sent, in 128-token steps.
@@ -44,6 +47,8 @@ class FakeCompletion(BaseModel):
     """Default: ``tool_calls`` with calls, else ``stop``."""
     usage: bool = True
     """False: the answer carries no ``usage`` (some servers send none)."""
+    break_after: int | None = None
+    """Streamed: the connection is cut after this many chunks (a dropped stream)."""
 
 
 class FakeError(BaseModel):
@@ -161,6 +166,38 @@ class FakeOpenAIServer:
         return reply
 
 
+def chunks(reply: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    """``reply`` (a ``chat.completion``) as the ``chat.completion.chunk`` events a streaming server sends."""
+    head = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"], "model": reply["model"]}
+    choice = reply["choices"][0]
+    message = choice["message"]
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [event({"role": "assistant", "content": ""})]
+    content = message.get("content") or ""
+    for start in range(0, len(content), 16):
+        out.append(event({"content": content[start : start + 16]}))
+    for index, tool in enumerate(message.get("tool_calls") or []):
+        function = tool["function"]
+        first = {
+            "index": index,
+            "id": tool["id"],
+            "type": "function",
+            "function": {"name": function["name"], "arguments": ""},
+        }
+        out.append(event({"tool_calls": [first]}))
+        arguments = function["arguments"]
+        for start in range(0, len(arguments), 16):
+            piece = {"index": index, "function": {"arguments": arguments[start : start + 16]}}
+            out.append(event({"tool_calls": [piece]}))
+    out.append(event({}, choice["finish_reason"]))
+    if include_usage and "usage" in reply:
+        out.append({**head, "choices": [], "usage": reply["usage"]})
+    return out
+
+
 def _common(a: list[Any], b: list[Any]) -> int:
     """How many leading parts ``a`` and ``b`` share."""
     n = 0
@@ -208,7 +245,32 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(item.status, _error(item.code, item.message, "invalid_request_error"), headers)
         if isinstance(item, dict):
             return self._send(200, item)
-        return self._send(200, self.fake.completion_json(body, item))
+        reply = self.fake.completion_json(body, item)
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            events = chunks(reply, bool(options.get("include_usage")))
+            return self._stream(events[: item.break_after] if item.break_after is not None else events, item)
+        return self._send(200, reply)
+
+    def _stream(self, events: list[dict[str, Any]], item: FakeCompletion) -> None:
+        lines = [f"data: {json.dumps(e)}\n\n" for e in events]
+        if item.break_after is None:
+            lines.append("data: [DONE]\n\n")
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        if item.break_after is None:
+            data = "".join(lines).encode()
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self.send_header("connection", "close")  # a dropped stream: what was sent, then the connection goes
+        self.send_header("content-length", str(len("".join(lines).encode()) + 4096))
+        self.end_headers()
+        self.wfile.write("".join(lines).encode())
+        self.wfile.flush()
+        self.close_connection = True
 
     def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()

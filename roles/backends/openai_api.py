@@ -6,7 +6,8 @@ Our ``Request`` becomes ``chat.completions.create``: the system parts joined as 
 message, tool uses as the assistant's ``tool_calls`` (arguments as JSON text), tool results as ``tool``
 messages (an error result starts with ``ERROR:``), tools as ``function`` tools. The provider caches prompt
 prefixes itself; the cached part of a prompt (``usage.prompt_tokens_details.cached_tokens``) is charged as
-cache reads. Errors no retry can fix (401, 403, 404, a malformed 400) are fatal (``FatalLLMError``).
+cache reads. Replies are streamed by default and put together (``assemble``). Errors no retry can fix (401,
+403, 404, a malformed 400) are fatal (``FatalLLMError``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import logging
 import math
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from evoteam.roles.backends.retry import (
     Failure,
@@ -49,18 +50,25 @@ PLACEHOLDER_KEY = "no-key"  # sent to a local server that needs no key (vLLM, Ol
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
 
 
+ENV_STREAM = ("EVOTEAM_OPENAI_STREAM",)
+
+
 class OpenAISettings(EndpointSettings):
     model: str = DEFAULT_OPENAI_MODEL
     token_limit: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     """The request field that carries ``max_tokens``: OpenAI's current name, or the older one some servers
     still expect."""
+    stream: bool = True
+    """Replies are streamed (server-sent events, usage in the last chunk): a long reply never waits on one
+    response's timeout, which then bounds the pause between two chunks. Off for a server that cannot stream."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **values: Any) -> OpenAISettings:
         """Explicit ``values`` win (None counts as not given); then ``OPENAI_API_KEY``,
-        ``EVOTEAM_OPENAI_BASE_URL`` or ``OPENAI_BASE_URL``, ``EVOTEAM_OPENAI_MODEL``; then the defaults."""
+        ``EVOTEAM_OPENAI_BASE_URL`` or ``OPENAI_BASE_URL``, ``EVOTEAM_OPENAI_MODEL``, ``EVOTEAM_OPENAI_STREAM``
+        (``0`` turns streaming off); then the defaults."""
         source = os.environ if env is None else env
-        fields = (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL))
+        fields = (("api_key", ENV_API_KEY), ("base_url", ENV_BASE_URL), ("model", ENV_MODEL), ("stream", ENV_STREAM))
         return cls(**with_environment(values, source, fields))
 
 
@@ -108,7 +116,10 @@ class OpenAILLM:
         params = to_params(request, self.settings.model, self.settings.token_limit)
 
         def attempt() -> ChatCompletion:
-            created: ChatCompletion = self._client.chat.completions.create(**params, timeout=self.settings.timeout_s)
+            if self.settings.stream:
+                created = self._streamed(params)
+            else:
+                created = self._client.chat.completions.create(**params, timeout=self.settings.timeout_s)
             if not created.choices:
                 raise openai.APIResponseValidationError(
                     response=httpx2.Response(200, request=httpx2.Request("POST", "/chat/completions")),
@@ -122,6 +133,14 @@ class OpenAILLM:
         )
         return to_reply(completion, params)
 
+    def _streamed(self, params: dict[str, Any]) -> ChatCompletion:
+        """The completion streamed and put together: text, each tool call's arguments by its index, the finish
+        reason, and the usage the last chunk carries (``stream_options.include_usage``)."""
+        stream = self._client.chat.completions.create(
+            **params, stream=True, stream_options={"include_usage": True}, timeout=self.settings.timeout_s
+        )
+        return assemble(stream)
+
     def close(self) -> None:
         self._client.close()
 
@@ -133,6 +152,43 @@ class OpenAILLM:
         for secret in self._secrets:
             summary = summary.replace(secret, "[redacted]")
         return Failure(summary, failure.retryable, failure.retry_after, failure.fatal)
+
+
+def assemble(chunks: Iterable[ChatCompletionChunk]) -> ChatCompletion:
+    """The ``ChatCompletion`` a stream of chunks adds up to."""
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    usage: Any = None
+    ident, model, created = "", "", 0
+    for chunk in chunks:
+        ident, model, created = chunk.id or ident, chunk.model or model, chunk.created or created
+        if chunk.usage is not None:
+            usage = chunk.usage.model_dump()
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta.content:
+                text.append(delta.content)
+            for piece in delta.tool_calls or []:
+                call = calls.setdefault(piece.index, {"id": "", "type": "function", "name": "", "arguments": ""})
+                call["id"] = piece.id or call["id"]
+                if piece.function is not None:
+                    call["name"] += piece.function.name or ""
+                    call["arguments"] += piece.function.arguments or ""
+            finish = choice.finish_reason or finish
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(calls.items())
+        ]
+    choices = [{"index": 0, "message": message, "finish_reason": finish or "stop"}] if (text or calls or finish) else []
+    body = {"id": ident, "object": "chat.completion", "created": created, "model": model, "choices": choices}
+    if usage is not None:
+        body["usage"] = usage
+    return ChatCompletion.model_validate(body)
 
 
 def to_params(request: Request, default_model: str, token_limit: str = "max_completion_tokens") -> dict[str, Any]:

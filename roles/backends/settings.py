@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 
 # Environment variables, in order of precedence for each setting.
 ENV_API_KEY = ("ANTHROPIC_API_KEY",)
