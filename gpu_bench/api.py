@@ -41,6 +41,14 @@ from evoteam.gpu_bench.profile.ncu import (
     profile_workload,
     require_profiler,
 )
+from evoteam.gpu_bench.profile.sanitizer import (
+    LocalSanitizerHost,
+    SanitizerReport,
+    SanitizerTool,
+    require_sanitizer,
+    sanitize_workload,
+)
+from evoteam.gpu_bench.profile.sanitizer import render as render_sanitizer
 from evoteam.gpu_bench.remote.gpu_queue import Factory, FnJob, GpuQueue
 from evoteam.gpu_bench.remote.queue_runner import QueueRunner
 from evoteam.gpu_bench.remote.scheduling import Utilization
@@ -54,7 +62,7 @@ from evoteam.gpu_bench.runner import (
     WorkloadRun,
     default_memory_limit_mb,
 )
-from evoteam.gpu_bench.sandbox import SandboxUnavailable, agent_sandbox
+from evoteam.gpu_bench.sandbox import Sandbox, SandboxUnavailable, agent_sandbox
 from evoteam.gpu_bench.sandbox import current as current_sandbox
 from evoteam.gpu_bench.schema import (
     AxisConst,
@@ -130,6 +138,7 @@ __all__ = [
     "ListingView",
     "LocalHost",
     "LocalRunner",
+    "LocalSanitizerHost",
     "MachineFacts",
     "ProfileHost",
     "ProfileReport",
@@ -138,7 +147,10 @@ __all__ = [
     "QueueRunner",
     "RandomInput",
     "Runner",
+    "Sandbox",
     "SandboxUnavailable",
+    "SanitizerReport",
+    "SanitizerTool",
     "Severity",
     "Solution",
     "SourceError",
@@ -187,9 +199,12 @@ __all__ = [
     "parse_runner",
     "profile_workload",
     "reference_solution",
+    "render_sanitizer",
     "require_profiler",
+    "require_sanitizer",
     "resolve_arch",
     "run_worker",
+    "sanitize_workload",
     "summarize",
     "thread_policy",
     "time_call",

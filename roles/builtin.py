@@ -23,14 +23,14 @@ _ROLES: list[tuple[str, str, list[str], float, bool]] = [
     (
         "Debugger",
         "makes a failing candidate correct again",
-        [*READ, *EDIT, "compile", "assembly", "test", "evaluate", *KNOW, "submit_candidate"],
+        [*READ, *EDIT, "compile", "assembly", "test", "evaluate", "sanitize", *KNOW, "submit_candidate"],
         0.7,
         False,
     ),
     (
         "Profiling Scientist",
         "finds where the time goes, with numbers",
-        [*READ, "compile", "assembly", "evaluate", "profile", *KNOW],
+        [*READ, "compile", "assembly", "evaluate", "profile", "sanitize", *KNOW],
         0.6,
         False,
     ),

@@ -3,13 +3,15 @@ MCP, budget charging and caps, the workspace fence, CLI failures), and its pure 
 
 from __future__ import annotations
 
+import shlex
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 pytest.importorskip("claude_agent_sdk", reason="claude-agent-sdk is not installed (pip install -e .[claude-code])")
@@ -17,17 +19,19 @@ pytest.importorskip("claude_agent_sdk", reason="claude-agent-sdk is not installe
 import claude_agent_sdk
 from pydantic import BaseModel
 
+from evoteam.gpu_bench.sandbox import current as current_sandbox
+from evoteam.gpu_bench.sandbox.policy import Unsandboxed
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Language, Solution, SourceFile
 from evoteam.roles.agent_api import AgentContext, AgentReport, Assignment, Submission
 from evoteam.roles.backends.claude_code import ClaudeCodeAgent, ClaudeCodeSettings, scrub
 from evoteam.roles.backends.claude_code_prompt import session_prompt
-from evoteam.roles.backends.claude_code_tools import WorkspacePolicy, builtin_tools, mcp_name
+from evoteam.roles.backends.claude_code_tools import CONFINED, WorkspacePolicy, builtin_tools, mcp_name, sandbox_shell
 from evoteam.roles.backends.claude_code_usage import CallMeter, remainder, result_usage
 from evoteam.roles.backends.fake_messages_script import FakeReply, FakeText, FakeToolUse, ScriptItem
 from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
 from evoteam.roles.backends.fake_prompt_cache import CacheAccount, PromptCacheEmulator
 from evoteam.roles.budget import TokenBudget
-from evoteam.roles.llm import Usage
+from evoteam.roles.llm import FatalLLMError, Usage
 from evoteam.roles.prompt import TaskPrompt
 from evoteam.roles.spec import RoleSpec
 from evoteam.roles.tools import Toolbox, ToolResult
@@ -298,7 +302,7 @@ def test_the_session_is_interrupted_when_the_budget_runs_out(rig: Rig) -> None:
 def test_paths_outside_the_workspace_and_the_shell_are_refused(rig: Rig) -> None:
     outside = rig.tmp / "outside"
     (rig.workspace.root / "link").symlink_to(outside)
-    agent = ClaudeCodeAgent(rig.settings())
+    agent = ClaudeCodeAgent(rig.settings(shell=False))
     rig.script.steps = [
         call("Read", file_path=str(outside / "secret.txt")),
         call("Read", file_path="../outside/secret.txt"),
@@ -317,7 +321,34 @@ def test_paths_outside_the_workspace_and_the_shell_are_refused(rig: Rig) -> None
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert agent.last_session is not None
     refused = agent.last_session.refusals
-    assert len(refused) == 5 and all("outside the workspace" in r for r in refused)
+    assert len(refused) == 6 and all("outside the workspace" in r for r in refused[:5])
+    assert refused[5].startswith("Bash: Bash is not available in this session")
+
+
+@pytest.mark.integration
+@needs_cli
+@pytest.mark.skipif(not current_sandbox().isolated, reason="no sandbox isolates here: the session gets no shell")
+def test_the_shell_runs_each_command_in_the_sandbox_writes_in_the_workspace_only_no_network(rig: Rig) -> None:
+    outside = rig.tmp / "outside"
+    port = rig.server.base_url.rsplit(":", 1)[1].split("/")[0]
+    probe = f"import socket; s = socket.create_connection(('127.0.0.1', {port}), 3); print('CONNECTED')"
+    agent = ClaudeCodeAgent(rig.settings())
+    rig.script.steps = [
+        call("Bash", command="echo made-inside > inside.txt && cat inside.txt && pwd"),
+        call("Bash", command=f"echo planted > {outside / 'planted.txt'}"),
+        call("Bash", command=f'python3 -c "{probe}"'),
+        call("Bash", command='echo "key=[$ANTHROPIC_API_KEY]"'),
+        say("Done."),
+    ]
+    report = agent.run(rig.context(TokenBudget(10_000_000)))
+    assert report.stop == "end_turn", report.error
+    made, planted, network, key = (str(r.get("content")) for r in tool_results(rig.bodies()[-1]).values())
+    assert "made-inside" in made and str(rig.workspace.root.resolve()) in made
+    assert (rig.workspace.root / "inside.txt").read_text() == "made-inside\n"
+    assert "Read-only file system" in planted and not (outside / "planted.txt").exists()
+    assert "CONNECTED" not in network and ("unreachable" in network or "refused" in network), network
+    assert "key=[]" in key and KEY not in key
+    assert agent.last_session is not None and agent.last_session.refusals == []
 
 
 @pytest.mark.integration
@@ -345,13 +376,15 @@ def test_max_turns_ends_the_session(rig: Rig) -> None:
 
 @pytest.mark.integration
 @needs_cli
-def test_an_api_key_the_server_refuses_is_an_llm_error_without_the_key(rig: Rig) -> None:
+def test_an_api_key_the_server_refuses_is_fatal_without_the_key(rig: Rig) -> None:
+    """No later session could get past a refused key: the run is told to stop (``FatalLLMError``)."""
     wrong = "sk-wrong-0a1b2c3d4e5f"
-    report = ClaudeCodeAgent(rig.settings(api_key=wrong)).run(rig.context(TokenBudget(10_000_000)))
-    assert report.stop == "llm_error"
-    assert report.error is not None and "401" in report.error
-    assert wrong not in report.error and KEY not in report.error
-    assert report.usage == Usage()
+    budget = TokenBudget(10_000_000)
+    with pytest.raises(FatalLLMError) as caught:
+        ClaudeCodeAgent(rig.settings(api_key=wrong)).run(rig.context(budget))
+    message = str(caught.value)
+    assert "HTTP 401" in message and wrong not in message and KEY not in message
+    assert budget.spent == 0
 
 
 @pytest.mark.integration
@@ -381,10 +414,9 @@ def test_a_session_past_its_time_limit_is_an_llm_error(rig: Rig) -> None:
 
 
 @pytest.mark.integration
-def test_a_missing_cli_is_an_llm_error(rig: Rig) -> None:
-    report = ClaudeCodeAgent(rig.settings(cli_path=rig.tmp / "no-such-cli")).run(rig.context(TokenBudget(1000)))
-    assert report.stop == "llm_error"
-    assert report.error is not None and "not found" in report.error
+def test_a_missing_cli_is_fatal(rig: Rig) -> None:
+    with pytest.raises(FatalLLMError, match="the Claude Code CLI was not found"):
+        ClaudeCodeAgent(rig.settings(cli_path=rig.tmp / "no-such-cli")).run(rig.context(TokenBudget(1000)))
     assert rig.server.requests == []
 
 
@@ -498,3 +530,39 @@ def test_settings_never_show_the_key() -> None:
     shown = repr(settings) + str(settings) + settings.model_dump_json()
     assert KEY not in shown and "tok-123456" not in repr(settings)
     assert scrub(settings, f"key {KEY}, token tok-123456, sk-ant-api03-abcdef") == "key ***, token ***, ***"
+
+
+class FakeBubblewrap:
+    isolated = True
+    description = "a fake sandbox"
+
+    def wrap(
+        self, command: Sequence[str], *, writable: Sequence[Path], tmpdir: Path, env: Mapping[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        return ["bwrap", "--bind", str(writable[0]), str(writable[0]), "--", *command], {"PATH": "/usr/bin"}
+
+
+@pytest.mark.unit
+def test_shell_commands_are_rewritten_to_run_in_the_sandbox_once(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    confine = sandbox_shell(FakeBubblewrap(), root, {"ANTHROPIC_API_KEY": KEY})
+    assert confine is not None
+    wrapped = confine("make && ./run 'a b'")
+    assert shlex.split(wrapped) == [
+        *("env", "-i", "PATH=/usr/bin", "bwrap", "--bind", str(root), str(root), "--", "bash", "-c"),
+        f"cd {root} && make && ./run 'a b'",
+    ]
+    assert KEY not in wrapped
+    policy = WorkspacePolicy(root, [], ["Read", "Bash"], confine)
+    decided = anyio.run(policy.pre_tool_use, {"tool_name": "Bash", "tool_input": {"command": "ls"}}, None, None)
+    output = decided["hookSpecificOutput"]  # type: ignore[typeddict-item]
+    assert output["permissionDecision"] == "allow"
+    command = output["updatedInput"]["command"]
+    assert command == CONFINED + confine("ls") and policy.commands == ["ls"]
+    assert policy.confined("Bash", {"command": command}) == {"command": command}  # never twice
+    assert policy.problem("Bash", {"command": "sleep 9", "run_in_background": True}) is not None
+    unconfined = sandbox_shell(Unsandboxed("a test"), root, {})
+    assert unconfined is None
+    no_shell = WorkspacePolicy(root, [], ["Read"], None)
+    assert "not available" in (no_shell.problem("Bash", {"command": "ls"}) or "")

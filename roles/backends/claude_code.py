@@ -1,11 +1,14 @@
 """``ClaudeCodeAgent``: one Claude Code session (through claude-agent-sdk and the CLI it bundles) as an evoteam
 ``Agent`` — the single-agent baseline — confined to its workspace, capped by the shared token budget.
 
-The session runs in the workspace with only the CLI's file tools (no shell, no web, no subagents), each call
-checked against the workspace root, plus the agent's Toolbox served in-process over MCP, so submissions land
+The session runs in the workspace with the CLI's file tools, each call checked against the workspace root, and
+its shell, each command run inside the candidates' bubblewrap sandbox (no shell where none isolates; no web, no
+subagents), plus the agent's Toolbox served in-process over MCP, so submissions land
 where they land for every other backend. Usage streamed by the CLI is charged to the budget call by call; the
-session is interrupted when the next token would not fit. CLI failures (missing, crashed, refused by the
-API) come back as ``stop="llm_error"`` reports, with secrets scrubbed. Imports ``claude_agent_sdk`` and
+session is interrupted when the next token would not fit. CLI failures (crashed, timed out, an API error a
+later call could get past) come back as ``stop="llm_error"`` reports, with secrets scrubbed; a missing CLI and
+an API error no retry can fix (401, 403, 404, a malformed 400: ``retry.is_fatal``) raise ``FatalLLMError``,
+which stops the run. Imports ``claude_agent_sdk`` and
 ``evoteam.roles``.
 """
 
@@ -35,19 +38,25 @@ from claude_agent_sdk import (
 )
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from evoteam.gpu_bench.api import current_sandbox
 from evoteam.roles.agent_api import AgentContext, AgentReport, StopReason
+from evoteam.roles.backends.anthropic_api import TOO_LONG
 from evoteam.roles.backends.claude_code_prompt import session_prompt
 from evoteam.roles.backends.claude_code_tools import (
     NEVER,
+    SHELL,
+    Confine,
     WorkspacePolicy,
     bridged_tools,
     builtin_tools,
     mcp_name,
+    sandbox_shell,
     toolbox_server,
 )
 from evoteam.roles.backends.claude_code_usage import CallMeter, remainder, result_usage
+from evoteam.roles.backends.retry import is_fatal
 from evoteam.roles.budget import BudgetExhausted
-from evoteam.roles.llm import Usage
+from evoteam.roles.llm import FatalLLMError, Usage
 from evoteam.roles.prompt import TaskPrompt
 
 log = logging.getLogger(__name__)
@@ -87,6 +96,9 @@ class ClaudeCodeSettings(BaseModel):
     """The whole session, wall clock; past it the session ends as an ``llm_error``."""
     tool_timeout_s: float = Field(default=3600.0, gt=0)
     """How long the CLI waits for one evoteam tool call (an evaluation may take minutes)."""
+    shell: bool = True
+    """Give the session the CLI's Bash, each command confined in the candidates' sandbox (the workspace its
+    only writable folder, no network); where no sandbox isolates, the session has no shell whatever this says."""
 
 
 class SessionRecord(BaseModel):
@@ -162,7 +174,10 @@ class ClaudeCodeAgent:
         except BudgetExhausted as exc:
             return AgentReport(role=a.role.name, agent_id=a.agent_id, stop="budget", error=str(exc))
         session = _Session(context, a.role.model or self.settings.model)
-        policy = WorkspacePolicy(context.workspace.root, mcp_tools, file_tools)
+        confine = self._shell(context)
+        if confine is not None:
+            file_tools.append(SHELL)
+        policy = WorkspacePolicy(context.workspace.root, mcp_tools, file_tools, confine)
         error: str | None = None
         try:
             anyio.run(self._converse, session, policy, prompt)
@@ -174,7 +189,19 @@ class ClaudeCodeAgent:
             self._settle(session)
         if session.failures:
             raise session.failures[0]
-        return self._report(session, policy, error)
+        report = self._report(session, policy, error)
+        fatal = fatal_error(session.result, error)
+        if fatal is not None:  # what was submitted is journaled already; the run stops with this message
+            raise FatalLLMError(scrub(self.settings, fatal))
+        return report
+
+    def _shell(self, context: AgentContext) -> Confine | None:
+        """The confinement of the session's shell commands, when it gets a shell: the setting is on, the role
+        may edit files, and a sandbox isolates here."""
+        if not self.settings.shell or "write" not in context.toolbox.names:
+            return None
+        env = {**os.environ, **self.settings.env}
+        return sandbox_shell(current_sandbox(), context.workspace.root, env)
 
     async def _converse(self, s: _Session, policy: WorkspacePolicy, prompt: str) -> None:
         options = self._options(s, policy)
@@ -304,6 +331,19 @@ def scrub(settings: ClaudeCodeSettings, text: str) -> str:
         if len(value) >= 6:
             text = text.replace(value, "***")
     return _SECRET_SHAPE.sub("***", text)
+
+
+def fatal_error(result: ResultMessage | None, error: str | None) -> str | None:
+    """Why no later session can succeed (the key is refused, the model does not exist, a malformed request,
+    no CLI to run), or None: the same rule as the API backends (``retry.is_fatal``)."""
+    if error is not None and error.startswith("the Claude Code CLI was not found"):
+        return error
+    if result is None or not result.is_error or not result.api_error_status:
+        return None
+    detail = result.result or "; ".join(result.errors or []) or result.subtype
+    if not is_fatal(result.api_error_status, detail, TOO_LONG):
+        return None
+    return f"the Claude Code session failed (HTTP {result.api_error_status}): {detail}"
 
 
 def cli_error(exc: BaseException) -> str | None:

@@ -1,5 +1,8 @@
 """The tools a claude-code session gets: the agent's Toolbox as an in-process MCP server, and the policy that
-keeps the CLI's own file tools inside the workspace (a permission callback and a PreToolUse hook).
+keeps the CLI's own file tools inside the workspace (a permission callback and a PreToolUse hook), and its
+shell inside the sandbox candidates run in: every Bash command is rewritten to run under bubblewrap (read-only
+file system but the workspace, no network, secrets hidden, a cleared environment), or refused where there is
+no such sandbox.
 
 Imports ``claude_agent_sdk`` and ``evoteam.roles``; no process or network I/O of its own.
 """
@@ -7,7 +10,8 @@ Imports ``claude_agent_sdk`` and ``evoteam.roles``; no process or network I/O of
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Iterable
+import shlex
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,7 @@ from claude_agent_sdk import (
     create_sdk_mcp_server,
 )
 
+from evoteam.gpu_bench.api import Sandbox
 from evoteam.roles.tools import Toolbox
 
 SERVER = "evoteam"
@@ -35,9 +40,16 @@ SERVER = "evoteam"
 READ_TOOLS = ("Read", "Glob", "Grep")
 WRITE_TOOLS = ("Write", "Edit")
 FILE_TOOLS = READ_TOOLS + WRITE_TOOLS
-"""The CLI's built-in tools a session may have; Bash, web, notebooks and subagents are never among them."""
-NEVER = ("Bash", "BashOutput", "KillShell", "WebFetch", "WebSearch", "Task", "Agent", "NotebookEdit", "Skill")
+"""The CLI's built-in file tools a session may have; web, notebooks and subagents are never among them."""
+SHELL = "Bash"
+"""The CLI's shell: given only with a sandbox (``Confine``), every command run inside it."""
+NEVER = ("BashOutput", "KillShell", "WebFetch", "WebSearch", "Task", "Agent", "NotebookEdit", "Skill")
 """Refused by name as well, in case a CLI version adds one of them back to a restricted tool list."""
+CONFINED = "# evoteam: confined\n"
+"""The first line of a rewritten command (a command is never confined twice)."""
+
+Confine = Callable[[str], str]
+"""A shell command → the command that runs it inside the sandbox."""
 REPLACED = {
     "view": READ_TOOLS,
     "list": READ_TOOLS,
@@ -102,16 +114,28 @@ class WorkspacePolicy:
     """Decides every tool call of a session: evoteam's MCP tools pass, the file tools pass only for paths
     inside ``root`` (symlinks resolved), anything else is refused. Refusals are kept, for the record."""
 
-    def __init__(self, root: Path, mcp_tools: Iterable[str], file_tools: Iterable[str]) -> None:
+    def __init__(
+        self, root: Path, mcp_tools: Iterable[str], file_tools: Iterable[str], confine: Confine | None = None
+    ) -> None:
         self.root = Path(os.path.realpath(root))
         self.mcp_tools = set(mcp_tools)
         self.file_tools = set(file_tools)
+        self.confine = confine
+        """Rewrites a Bash command to run in the sandbox; None: the session has no shell."""
         self.refusals: list[str] = []
+        self.commands: list[str] = []
+        """The shell commands run (as the model wrote them)."""
 
     def problem(self, tool: str, tool_input: dict[str, Any]) -> str | None:
         """Why the call is refused, or ``None`` when it may run."""
         if tool in self.mcp_tools:
             return None
+        if tool == SHELL:
+            if self.confine is None:
+                return "Bash is not available in this session (no sandbox to run commands in)"
+            if tool_input.get("run_in_background"):
+                return "commands cannot run in the background here; run them in the foreground"
+            return None if isinstance(tool_input.get("command"), str) else "Bash needs a command"
         if tool not in self.file_tools:
             return f"{tool} is not available in this session"
         for key in _PATH_FIELDS:
@@ -136,11 +160,21 @@ class WorkspacePolicy:
         self.refusals.append(f"{tool}: {why}")
         return why
 
+    def confined(self, tool: str, tool_input: dict[str, Any]) -> dict[str, Any] | None:
+        """The input with its command rewritten to run in the sandbox, for a Bash call; None for other tools."""
+        if tool != SHELL or self.confine is None:
+            return None
+        command = str(tool_input["command"])
+        if command.startswith(CONFINED):
+            return dict(tool_input)
+        self.commands.append(command)
+        return {**tool_input, "command": CONFINED + self.confine(command)}
+
     async def can_use_tool(self, tool: str, tool_input: dict[str, Any], _: ToolPermissionContext) -> PermissionResult:
         """The CLI's permission prompt, answered: the calls it would ask a person about."""
         why = self.problem(tool, tool_input)
         if why is None:
-            return PermissionResultAllow()
+            return PermissionResultAllow(updated_input=self.confined(tool, tool_input))
         return PermissionResultDeny(message=self._refuse(tool, why))
 
     async def pre_tool_use(self, data: HookInput, _: str | None, __: HookContext) -> HookJSONOutput:
@@ -148,9 +182,20 @@ class WorkspacePolicy:
         refuses what ``problem`` refuses, and otherwise leaves the decision to the permission flow."""
         tool = str(data.get("tool_name", ""))
         tool_input = data.get("tool_input")
-        why = self.problem(tool, tool_input if isinstance(tool_input, dict) else {})
+        given = tool_input if isinstance(tool_input, dict) else {}
+        why = self.problem(tool, given)
         if why is None:
-            return {}
+            rewritten = self.confined(tool, given)
+            if rewritten is None:
+                return {}
+            return {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "allow",
+                    "permissionDecisionReason": "runs inside evoteam's sandbox",
+                    "updatedInput": rewritten,
+                }
+            }
         reason = self._refuse(tool, why)
         return {
             "hookSpecificOutput": {
@@ -159,3 +204,23 @@ class WorkspacePolicy:
                 "permissionDecisionReason": reason,
             }
         }
+
+
+def sandbox_shell(sandbox: Sandbox, workspace: Path, env: Mapping[str, str]) -> Confine | None:
+    """How a session's shell commands run in ``sandbox``: ``env -i`` with the sandbox's cleared environment,
+    then bubblewrap (the workspace writable, its own temporary folder inside it), then ``bash -c`` in the
+    workspace; None where the sandbox does not isolate (no shell then)."""
+    if not sandbox.isolated:
+        return None
+    root = Path(os.path.realpath(workspace))
+
+    def confine(command: str) -> str:
+        argv, cleared = sandbox.wrap(
+            ["bash", "-c", f"cd {shlex.quote(str(root))} && {command}"],
+            writable=[root],
+            tmpdir=root.parent / f".{root.name}-tmp",
+            env=env,
+        )
+        return shlex.join(["env", "-i", *(f"{k}={v}" for k, v in sorted(cleared.items())), *argv])
+
+    return confine

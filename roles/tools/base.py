@@ -23,6 +23,7 @@ TOOL_NAMES = (
     "test",
     "evaluate",
     "profile",
+    "sanitize",
     "read_knowledge",
     "write_note",
     "submit_candidate",

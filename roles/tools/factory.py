@@ -17,6 +17,7 @@ from evoteam.roles.tools.history import CandidateHistory, DiffTool, HistoryTool,
 from evoteam.roles.tools.notes import ReadKnowledgeTool, WriteNoteTool
 from evoteam.roles.tools.patch import PatchTool
 from evoteam.roles.tools.profiling import Profiler, ProfileTool, TimingProfiler
+from evoteam.roles.tools.sanitize import Sanitizer, SanitizeTool, local_sanitizer
 from evoteam.roles.tools.scratch import ScratchTestTool
 from evoteam.roles.tools.submit import SubmitCandidateTool
 from evoteam.roles.workspace import Workspace
@@ -33,6 +34,7 @@ class ToolServices:
     knowledge: KnowledgeStore
     checker: Checker = default_checker
     lister: Lister = default_lister
+    sanitizer: Sanitizer = local_sanitizer
     profiler: Profiler | None = None
     """None: ``TimingProfiler`` over ``evaluations``."""
     constraints: Constraints | None = None
@@ -71,6 +73,7 @@ def build_toolbox(
         ScratchTestTool(task, workspace, services.definition, services.evaluations, author),
         EvaluateTool(task, workspace, name, services.evaluations, author),
         ProfileTool(task, workspace, name, profiler, author),
+        SanitizeTool(task, workspace, services.definition, author, services.sanitizer),
         ReadKnowledgeTool(services.knowledge),
         WriteNoteTool(services.knowledge, author, services.evaluations, services.parent, services.require_citations),
         SubmitCandidateTool(task, workspace, name, services.evaluations, author, submissions),
