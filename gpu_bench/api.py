@@ -41,6 +41,7 @@ from evoteam.gpu_bench.profile.ncu import (
     profile_workload,
     require_profiler,
 )
+from evoteam.gpu_bench.profile.ncu_csv import KernelProfile
 from evoteam.gpu_bench.profile.sanitizer import (
     LocalSanitizerHost,
     SanitizerReport,
@@ -131,6 +132,7 @@ __all__ = [
     "GpuQueue",
     "KernelBenchError",
     "KernelBenchImportOptions",
+    "KernelProfile",
     "KernelResources",
     "KernelTask",
     "Language",

@@ -1,6 +1,6 @@
-"""compute-sanitizer for agents and users: its report read into findings (``gpu_bench/profile/sanitizer.py``), the
-``sanitize`` tool over a fake sanitizer, what it says where it cannot run, and on a GPU a real memcheck of a
-kernel that writes out of bounds."""
+"""GPU diagnosis for agents: compute-sanitizer's report read into findings (``gpu_bench/profile/sanitizer.py``),
+the ``sanitize`` tool over a fake sanitizer, what it says where it cannot run, on a GPU a real memcheck of a
+kernel that writes out of bounds; and the ``profile`` tool's ncu counters for CUDA kernels (``NcuProfiler``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KERNELS, scale_add_task
+from conftest import DATA, KERNELS, scale_add_task
 from evoteam.gpu_bench.api import (
     Definition,
     KernelTask,
@@ -19,13 +19,17 @@ from evoteam.gpu_bench.api import (
     Workload,
     sanitize_workload,
 )
+from evoteam.gpu_bench.build.builder import BuildResult
+from evoteam.gpu_bench.profile.ncu import FakeHost
 from evoteam.gpu_bench.profile.sanitizer import FakeSanitizerHost, LocalSanitizerHost, parse_report, render
+from evoteam.gpu_bench.schema import EvaluationStatus
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.knowledge import KnowledgeStore
 from evoteam.roles.tools import Author
 from evoteam.roles.tools.candidate import seed_workspace
 from evoteam.roles.tools.evaluation import EvaluationCache, FakeEvaluations, scripted_result
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
+from evoteam.roles.tools.profiling import NcuProfiler, ProfileReport, WorkloadProfile, render_report
 from evoteam.roles.tools.sanitize import local_sanitizer
 
 MEMCHECK = """========= COMPUTE-SANITIZER
@@ -146,3 +150,35 @@ def test_memcheck_finds_the_out_of_bounds_write_on_a_gpu(tmp_path: Path) -> None
     assert "Invalid __global__ write" in result.content and "oob_kernel" in result.content, result.content
     assert result.data is not None and (result.data["errors"] or 0) >= 1
     assert (KERNELS / "cuda" / "oob_write.cu").is_file()
+
+
+class CountingTiming:
+    """A timing profile of the task's two workloads, made up."""
+
+    def profile(self, solution: Solution) -> ProfileReport:
+        rows = [
+            WorkloadProfile(uuid=u, axes={"n": n}, status=EvaluationStatus.PASSED, median_ms=m)
+            for u, n, m in (("small-1000", 1000, 0.01), ("large-65536", 65536, 0.2))
+        ]
+        return ProfileReport(profiler="timing", status=EvaluationStatus.PASSED, workloads=rows)
+
+
+@pytest.mark.unit
+def test_a_cuda_profile_adds_ncu_counters_of_the_largest_workload_or_says_why_not() -> None:
+    task = cuda_task()
+    built = BuildResult(ok=True, artifact="/tmp/k.so")
+    csv = (DATA / "ncu" / "rmsnorm_cuda_h200.csv").read_text()
+    host = FakeHost(csv=csv)
+    solution = task.source_solution(task.load_definition())
+    report = NcuProfiler(CountingTiming(), task, host, lambda s: built).profile(solution)
+    small, large = report.workloads
+    assert report.profiler == "timing+ncu" and small.metrics == {}
+    assert {"duration_us", "dram_pct", "occupancy_achieved_pct"} <= set(large.metrics), large.metrics
+    assert report.notes[0].startswith("ncu counters of large-65536 (its first launch of ")
+    assert '"uuid":"large-65536"' in host.requests[0]  # the largest workload was profiled
+    shown = render_report(report)
+    assert "duration_us=" in shown and "dram_pct=" in shown
+    none = NcuProfiler(CountingTiming(), task, FakeHost(ncu=None)).profile(solution)
+    assert none.notes == ["no hardware counters: Nsight Compute (ncu) was not found on PATH, in $CUDA_HOME/bin or "
+                          "/usr/local/cuda/bin"]  # fmt: skip
+    assert all(w.metrics == {} for w in none.workloads)

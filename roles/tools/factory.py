@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Solution
+from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Language, Solution
 from evoteam.roles.agent_api import Submission
 from evoteam.roles.knowledge import KnowledgeStore
 from evoteam.roles.tools.assembly import AssemblyTool, Lister, default_lister
@@ -16,7 +16,7 @@ from evoteam.roles.tools.files import DeleteTool, ListTool, StrReplaceTool, View
 from evoteam.roles.tools.history import CandidateHistory, DiffTool, HistoryTool, NoHistory
 from evoteam.roles.tools.notes import ReadKnowledgeTool, WriteNoteTool
 from evoteam.roles.tools.patch import PatchTool
-from evoteam.roles.tools.profiling import Profiler, ProfileTool, TimingProfiler
+from evoteam.roles.tools.profiling import NcuProfiler, Profiler, ProfileTool, TimingProfiler
 from evoteam.roles.tools.sanitize import Sanitizer, SanitizeTool, local_sanitizer
 from evoteam.roles.tools.scratch import ScratchTestTool
 from evoteam.roles.tools.submit import SubmitCandidateTool
@@ -36,7 +36,7 @@ class ToolServices:
     lister: Lister = default_lister
     sanitizer: Sanitizer = local_sanitizer
     profiler: Profiler | None = None
-    """None: ``TimingProfiler`` over ``evaluations``."""
+    """None: ``TimingProfiler`` over ``evaluations`` (with ``NcuProfiler``'s counters for CUDA kernels)."""
     constraints: Constraints | None = None
     require_citations: bool = False
     """The supervisor's knowledge policy: a strategy or failed attempt must name an evaluated candidate."""
@@ -58,6 +58,8 @@ def build_toolbox(
     list the submit tool appends to (the one in the agent's ``AgentContext``)."""
     name = services.definition.name
     profiler = services.profiler or TimingProfiler(services.evaluations)
+    if services.profiler is None and task.language == Language.CUDA:
+        profiler = NcuProfiler(profiler, task)
     history: CandidateHistory = services.history or NoHistory()
     tools: list[Tool] = [
         ViewTool(workspace),

@@ -1,13 +1,30 @@
-"""The ``profile`` tool behind a pluggable ``Profiler``; the default measures per-workload timing spread and
-reads compile resources from the evaluation (a GPU profiler with ncu metrics plugs in the same way)."""
+"""The ``profile`` tool behind a pluggable ``Profiler``: ``TimingProfiler`` measures per-workload timing spread
+and reads compile resources from the evaluation; for CUDA kernels ``NcuProfiler`` adds Nsight Compute's counters
+of the largest workload."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evoteam.gpu_bench.api import BenchInputError, EvaluationStatus, KernelResources, KernelTask, Solution
+from evoteam.gpu_bench.api import (
+    BenchInputError,
+    BuildResult,
+    EvaluationStatus,
+    KernelProfile,
+    KernelResources,
+    KernelTask,
+    LocalHost,
+    ProfileHost,
+    ProfileRequest,
+    ProfileUnavailable,
+    Solution,
+    build,
+    profile_workload,
+    require_profiler,
+)
 from evoteam.roles.tools import render
 from evoteam.roles.tools.base import Author, ToolResult
 from evoteam.roles.tools.candidate import CandidateError, workspace_solution
@@ -40,6 +57,9 @@ class ProfileReport(BaseModel):
     workloads: list[WorkloadProfile]
     resources: list[KernelResources] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+
+
+Builder = Callable[[Solution], BuildResult]
 
 
 class Profiler(Protocol):
@@ -82,6 +102,75 @@ class TimingProfiler:
             resources=result.resources or result.build.resources,
             notes=notes,
         )
+
+
+class NcuProfiler:
+    """CUDA kernels: the timing profile, plus Nsight Compute's counters for the largest workload (duration,
+    speed of light, occupancy, DRAM traffic, cache hit rates) as that workload's ``metrics``. Where ncu cannot
+    run (no ncu, no GPU) or profiles nothing, the timing profile says why in its notes."""
+
+    name = "ncu"
+
+    def __init__(
+        self, timing: Profiler, task: KernelTask, host: ProfileHost | None = None, builder: Builder = build
+    ) -> None:
+        self.timing = timing
+        self.task = task
+        self.host: ProfileHost = host if host is not None else LocalHost()
+        self.builder = builder
+
+    def profile(self, solution: Solution) -> ProfileReport:
+        report = self.timing.profile(solution)
+        report.profiler = f"{report.profiler}+ncu"
+        try:
+            require_profiler(self.host)
+        except ProfileUnavailable as exc:
+            report.notes = [f"no hardware counters: {exc}"]
+            return report
+        definition = self.task.load_definition()
+        workloads = self.task.load_workloads()
+        largest = max(workloads, key=lambda w: sum(w.axes.values()))
+        built = self.builder(solution)
+        if not built.ok or built.artifact is None:
+            report.notes = ["no hardware counters: the kernel does not build"]
+            return report
+        request = ProfileRequest(
+            solution=solution,
+            artifact=built.artifact,
+            definition=definition,
+            workload=largest,
+            blob_root=str(self.task.blob_root()),
+        )
+        profiled = profile_workload(self.host, request)
+        if profiled.error is not None or not profiled.kernels:
+            report.notes = [f"no hardware counters: {profiled.error or 'ncu profiled no kernel'}"]
+            return report
+        counters = kernel_metrics(profiled.kernels[0])
+        for row in report.workloads:
+            if row.uuid == largest.uuid:
+                row.metrics = counters
+        kernels = ", ".join(dict.fromkeys(k.name for k in profiled.kernels))
+        report.notes = [f"ncu counters of {largest.uuid} (its first launch of {kernels})"]
+        return report
+
+
+def kernel_metrics(kernel: KernelProfile) -> dict[str, float]:
+    """The counters of one ncu launch worth a model's attention, by short name (only those ncu reported)."""
+    sol, occ, mem = kernel.speed_of_light, kernel.occupancy, kernel.memory
+    found = {
+        "duration_us": kernel.duration_us,
+        "registers_per_thread": kernel.registers_per_thread,
+        "sm_pct": sol.sm_throughput_pct,
+        "memory_pct": sol.memory_throughput_pct,
+        "dram_pct": sol.dram_throughput_pct,
+        "occupancy_achieved_pct": occ.achieved_pct,
+        "occupancy_theoretical_pct": occ.theoretical_pct,
+        "dram_read_bytes": mem.dram_bytes_read,
+        "dram_written_bytes": mem.dram_bytes_written,
+        "l1_hit_pct": mem.l1_hit_rate_pct,
+        "l2_hit_pct": mem.l2_hit_rate_pct,
+    }
+    return {name: value for name, value in found.items() if value is not None}
 
 
 class FakeProfiler:
