@@ -115,7 +115,7 @@ def speaker(body: dict[str, Any]) -> tuple[str, int, int] | None:
     if first.startswith("You supervise a team"):
         return None
     role = re.match(r"You are the (.+?) of a small team", first)
-    started = re.match(r"Round (\d+)\.", body["messages"][0]["content"][0]["text"])
+    started = re.match(r"Round (\d+)\b", body["messages"][0]["content"][0]["text"])
     assert role is not None and started is not None, first[:200]
     return role.group(1), int(started.group(1)), sum(1 for m in body["messages"] if m["role"] == "assistant")
 
