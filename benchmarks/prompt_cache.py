@@ -31,6 +31,7 @@ from evoteam.roles.backends.anthropic_api import AnthropicLLM
 from evoteam.roles.backends.fake_messages_server import FakeMessagesServer
 from evoteam.roles.backends.retry import RecordingSleeper
 from evoteam.roles.backends.settings import AnthropicSettings
+from evoteam.roles.budget import PricingTable
 from evoteam.roles.llm import Block, Message, Request, TextBlock, ToolResultBlock, ToolSpec, ToolUseBlock, Usage
 
 KEY = "sk-benchmark-local"
@@ -187,6 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     console.print(
         f"share of input tokens served from the cache: {share(total):.1%} (goal ≥ {GOAL:.0%}: "
         f"{'met' if met else 'NOT met'}); {time.perf_counter() - started:.1f}s"
+    )
+    pricing = PricingTable()
+    charged = pricing.usd(MODEL, total)  # what evoteam's cost figures charge: reads and writes at their own rates
+    fresh = total.input_tokens + total.cache_creation_input_tokens + total.cache_read_input_tokens
+    uncached = pricing.usd(MODEL, Usage(input_tokens=fresh, output_tokens=total.output_tokens))
+    console.print(
+        f"cost at {MODEL} list prices: ${charged:.4f} as charged (cache reads at the cache-read rate), "
+        f"${uncached:.4f} were every input token fresh ({charged / uncached:.0%} of it)"
     )
     return 0 if met else 1
 
