@@ -42,6 +42,7 @@ from evoteam.gpu_bench.profile.ncu import (
     require_profiler,
 )
 from evoteam.gpu_bench.profile.ncu_csv import KernelProfile
+from evoteam.gpu_bench.profile.perf import PerfHost, PerfRunner, perf_profile, require_perf
 from evoteam.gpu_bench.profile.sanitizer import (
     LocalSanitizerHost,
     SanitizerReport,
@@ -142,6 +143,8 @@ __all__ = [
     "LocalRunner",
     "LocalSanitizerHost",
     "MachineFacts",
+    "PerfHost",
+    "PerfRunner",
     "ProfileHost",
     "ProfileReport",
     "ProfileRequest",
@@ -199,9 +202,11 @@ __all__ = [
     "parse_cpus",
     "parse_override",
     "parse_runner",
+    "perf_profile",
     "profile_workload",
     "reference_solution",
     "render_sanitizer",
+    "require_perf",
     "require_profiler",
     "require_sanitizer",
     "resolve_arch",

@@ -23,7 +23,7 @@ from evoteam.roles.tools.candidate import seed_workspace, workspace_solution
 from evoteam.roles.tools.compiler import FakeChecker
 from evoteam.roles.tools.evaluation import EvaluationCache, FakeEvaluations, scripted_result
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
-from evoteam.roles.tools.profiling import FakeProfiler, ProfileReport, WorkloadProfile
+from evoteam.roles.tools.profiling import FakeProfiler, ProfileReport, TimingProfiler, WorkloadProfile
 from evoteam.roles.tools.submit import candidate_name
 from evoteam.roles.workspace import Workspace
 
@@ -33,19 +33,26 @@ AUTHOR = Author(role="Optimizer", agent_id="opt-1", round=2)
 class Kit:
     """A seeded workspace, fake services and the full toolbox over them."""
 
-    def __init__(self, tmp_path: Path, checker: FakeChecker | None = None, profiler: FakeProfiler | None = None):
+    def __init__(
+        self,
+        tmp_path: Path,
+        checker: FakeChecker | None = None,
+        profiler: FakeProfiler | None = None,
+        timing_only: bool = False,
+    ):
         self.task = scale_add_task(constraints={"max_registers": 64})
         self.workspace = seed_workspace(self.task, tmp_path / "ws")
         self.fake = FakeEvaluations(lambda s: scripted_result(s.name, {"small": 1.5, "large": 0.8}))
         self.knowledge = KnowledgeStore(tmp_path / "repo", "scale_add")
         self.checker = checker or FakeChecker(CheckResult(ok=True))
         self.submissions: list[Submission] = []
+        evaluations = EvaluationCache(self.fake)
         services = ToolServices(
             definition=self.task.load_definition(),
-            evaluations=EvaluationCache(self.fake),
+            evaluations=evaluations,
             knowledge=self.knowledge,
             checker=self.checker,
-            profiler=profiler,
+            profiler=TimingProfiler(evaluations) if timing_only else profiler,
         )
         self.toolbox = build_toolbox(self.task, self.workspace, services, AUTHOR, self.submissions)
 
@@ -285,7 +292,8 @@ def test_evaluate_without_the_kernel_file_is_an_error(kit: Kit) -> None:
 
 
 @pytest.mark.unit
-def test_default_profiler_shows_timing_spread_per_workload(kit: Kit) -> None:
+def test_the_timing_profiler_shows_timing_spread_per_workload(tmp_path: Path) -> None:
+    kit = Kit(tmp_path, timing_only=True)
     content, error, data = kit.call("profile")
     assert not error
     assert content.splitlines()[0] == "profile (timing): PASSED"

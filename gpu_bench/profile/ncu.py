@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -53,6 +53,10 @@ class ProfileRequest(BaseModel):
     blob_root: str | None = None
     calls: int = Field(default=3, ge=1)
     seed: int = 0
+    device: Literal["cuda", "cpu"] = "cuda"
+    """Where the inputs are made (a CPU kernel's on the host)."""
+    perf_control: tuple[str, str] | None = None
+    """perf's control and acknowledgement fifos: the program enables the counters just around its kernel calls."""
 
 
 class ProfileUnavailable(RuntimeError):

@@ -1,5 +1,6 @@
-"""The program ncu profiles: ``python -m evoteam.gpu_bench.profile.target REQUEST.json`` loads the built
-kernel, makes one workload's inputs on the GPU and calls the kernel a few times.
+"""The program ncu, compute-sanitizer and perf run: ``python -m evoteam.gpu_bench.profile.target REQUEST.json``
+loads the built kernel, makes one workload's inputs where it runs (the GPU, or the host for a CPU kernel) and
+calls the kernel a few times.
 
 Exit status 0 when every call returned, 1 when the kernel could not be loaded or called (the reason on stderr),
 2 on a bad request file. It prints nothing on stdout.
@@ -7,8 +8,9 @@ Exit status 0 when every call returned, 1 when the kernel could not be loaded or
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -17,7 +19,8 @@ from evoteam.gpu_bench.profile.ncu import ProfileRequest
 
 
 def run(request: ProfileRequest) -> None:
-    """Loads and calls the kernel ``request.calls`` times, then waits for the GPU; errors propagate."""
+    """Loads and calls the kernel ``request.calls`` times, then waits for the GPU; errors propagate. With
+    ``perf_control``, perf's counters are enabled just around the calls."""
     import torch
 
     from evoteam.gpu_bench.bindings.dtypes import torch_dtype
@@ -27,17 +30,39 @@ def run(request: ProfileRequest) -> None:
     definition, workload = request.definition, request.workload
     kernel = load_kernel(request.solution, request.artifact, definition)
     blob_root = Path(request.blob_root) if request.blob_root else None
-    inputs = make_inputs(definition, workload, request.seed, blob_root, device="cuda")
+    device = request.device
+    inputs = make_inputs(definition, workload, request.seed, blob_root, device=device)
     axes = definition.axis_values(workload.axes)
     outputs: dict[str, torch.Tensor] = {}
     if kernel.destination_passing:
         for name, spec in definition.outputs.items():
             shape = definition.shape_of(spec, axes) or ()
-            outputs[name] = torch.zeros(shape, dtype=torch_dtype(spec.dtype), device="cuda")
+            outputs[name] = torch.zeros(shape, dtype=torch_dtype(spec.dtype), device=device)
     call = kernel.bind(inputs, outputs, axes)
-    for _ in range(request.calls):
-        call()
-    torch.cuda.synchronize()
+    with counting(request.perf_control):
+        for _ in range(request.calls):
+            call()
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def counting(control: tuple[str, str] | None) -> Iterator[None]:
+    """perf's events enabled for the time of the block (``perf stat --control fifo:CTL,ACK --delay=-1``)."""
+    if control is None:
+        yield
+        return
+    ctl_path, ack_path = control
+    with Path(ctl_path).open("w") as ctl, Path(ack_path).open() as ack:
+        ctl.write("enable\n")
+        ctl.flush()
+        ack.readline()
+        try:
+            yield
+        finally:
+            ctl.write("disable\n")
+            ctl.flush()
+            ack.readline()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

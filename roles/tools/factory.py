@@ -16,7 +16,7 @@ from evoteam.roles.tools.files import DeleteTool, ListTool, StrReplaceTool, View
 from evoteam.roles.tools.history import CandidateHistory, DiffTool, HistoryTool, NoHistory
 from evoteam.roles.tools.notes import ReadKnowledgeTool, WriteNoteTool
 from evoteam.roles.tools.patch import PatchTool
-from evoteam.roles.tools.profiling import NcuProfiler, Profiler, ProfileTool, TimingProfiler
+from evoteam.roles.tools.profiling import NcuProfiler, PerfProfiler, Profiler, ProfileTool, TimingProfiler
 from evoteam.roles.tools.sanitize import Sanitizer, SanitizeTool, local_sanitizer
 from evoteam.roles.tools.scratch import ScratchTestTool
 from evoteam.roles.tools.submit import SubmitCandidateTool
@@ -36,7 +36,8 @@ class ToolServices:
     lister: Lister = default_lister
     sanitizer: Sanitizer = local_sanitizer
     profiler: Profiler | None = None
-    """None: ``TimingProfiler`` over ``evaluations`` (with ``NcuProfiler``'s counters for CUDA kernels)."""
+    """None: ``TimingProfiler`` over ``evaluations``, with ``NcuProfiler``'s counters for CUDA kernels and
+    ``PerfProfiler``'s for C++ ones."""
     constraints: Constraints | None = None
     require_citations: bool = False
     """The supervisor's knowledge policy: a strategy or failed attempt must name an evaluated candidate."""
@@ -60,6 +61,8 @@ def build_toolbox(
     profiler = services.profiler or TimingProfiler(services.evaluations)
     if services.profiler is None and task.language == Language.CUDA:
         profiler = NcuProfiler(profiler, task)
+    elif services.profiler is None and task.language == Language.CPP:
+        profiler = PerfProfiler(profiler, task)
     history: CandidateHistory = services.history or NoHistory()
     tools: list[Tool] = [
         ViewTool(workspace),

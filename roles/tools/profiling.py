@@ -1,6 +1,6 @@
 """The ``profile`` tool behind a pluggable ``Profiler``: ``TimingProfiler`` measures per-workload timing spread
 and reads compile resources from the evaluation; for CUDA kernels ``NcuProfiler`` adds Nsight Compute's counters
-of the largest workload."""
+of the largest workload, for C++ kernels ``PerfProfiler`` adds ``perf stat``'s."""
 
 from __future__ import annotations
 
@@ -17,12 +17,16 @@ from evoteam.gpu_bench.api import (
     KernelResources,
     KernelTask,
     LocalHost,
+    PerfHost,
+    PerfRunner,
     ProfileHost,
     ProfileRequest,
     ProfileUnavailable,
     Solution,
     build,
+    perf_profile,
     profile_workload,
+    require_perf,
     require_profiler,
 )
 from evoteam.roles.tools import render
@@ -152,6 +156,73 @@ class NcuProfiler:
         kernels = ", ".join(dict.fromkeys(k.name for k in profiled.kernels))
         report.notes = [f"ncu counters of {largest.uuid} (its first launch of {kernels})"]
         return report
+
+
+class PerfProfiler:
+    """C++ kernels: the timing profile, plus ``perf stat``'s counters over the kernel's calls on the largest
+    workload (cycles, instructions, cache and branch misses where the CPU exposes them; task clock, page faults,
+    context switches everywhere perf runs) as that workload's ``metrics``, with IPC and miss rates derived."""
+
+    name = "perf"
+
+    def __init__(
+        self, timing: Profiler, task: KernelTask, host: PerfRunner | None = None, builder: Builder = build
+    ) -> None:
+        self.timing = timing
+        self.task = task
+        self.host: PerfRunner = host if host is not None else PerfHost()
+        self.builder = builder
+
+    def profile(self, solution: Solution) -> ProfileReport:
+        report = self.timing.profile(solution)
+        report.profiler = f"{report.profiler}+perf"
+        try:
+            require_perf(self.host)
+        except ProfileUnavailable as exc:
+            report.notes = [f"no counters: {exc}"]
+            return report
+        workloads = self.task.load_workloads()
+        largest = max(workloads, key=lambda w: sum(w.axes.values()))
+        built = self.builder(solution)
+        if not built.ok or built.artifact is None:
+            report.notes = ["no counters: the kernel does not build"]
+            return report
+        request = ProfileRequest(
+            solution=solution,
+            artifact=built.artifact,
+            definition=self.task.load_definition(),
+            workload=largest,
+            blob_root=str(self.task.blob_root()),
+            device="cpu",
+            calls=PERF_CALLS,
+        )
+        counted = perf_profile(self.host, request)
+        if counted.error is not None:
+            report.notes = [f"no counters: {counted.error}"]
+            return report
+        for row in report.workloads:
+            if row.uuid == largest.uuid:
+                row.metrics = perf_metrics(counted.counters, counted.calls)
+        report.notes = [f"perf counters of {largest.uuid}, per kernel call (over {counted.calls} calls)"]
+        if counted.unsupported:
+            report.notes.append(f"not counted on this machine: {', '.join(counted.unsupported)}")
+        return report
+
+
+PERF_CALLS = 20
+
+
+def perf_metrics(counters: dict[str, float], calls: int) -> dict[str, float]:
+    """Per call; with the ratios a kernel engineer reads first (IPC, miss rates) where their parts were counted."""
+    out = {f"{name}_per_call" if name != "task-clock" else "task_clock_ms_per_call": value / calls
+           for name, value in counters.items()}  # fmt: skip
+    if counters.get("cycles") and "instructions" in counters:
+        out["ipc"] = counters["instructions"] / counters["cycles"]
+    if counters.get("cache-references") and "cache-misses" in counters:
+        out["cache_miss_rate"] = counters["cache-misses"] / counters["cache-references"]
+    if counters.get("branches") and "branch-misses" in counters:
+        out["branch_miss_rate"] = counters["branch-misses"] / counters["branches"]
+    return out
 
 
 def kernel_metrics(kernel: KernelProfile) -> dict[str, float]:

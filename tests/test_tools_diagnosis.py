@@ -1,6 +1,7 @@
-"""GPU diagnosis for agents: compute-sanitizer's report read into findings (``gpu_bench/profile/sanitizer.py``),
+"""Kernel diagnosis for agents: compute-sanitizer's report read into findings (``gpu_bench/profile/sanitizer.py``),
 the ``sanitize`` tool over a fake sanitizer, what it says where it cannot run, on a GPU a real memcheck of a
-kernel that writes out of bounds; and the ``profile`` tool's ncu counters for CUDA kernels (``NcuProfiler``)."""
+kernel that writes out of bounds; and the ``profile`` tool's counters: ncu's for CUDA kernels (``NcuProfiler``),
+``perf stat``'s for C++ ones (``PerfProfiler``, also with the real perf)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from evoteam.gpu_bench.api import (
 )
 from evoteam.gpu_bench.build.builder import BuildResult
 from evoteam.gpu_bench.profile.ncu import FakeHost
+from evoteam.gpu_bench.profile.perf import FakePerfHost, PerfHost
 from evoteam.gpu_bench.profile.sanitizer import FakeSanitizerHost, LocalSanitizerHost, parse_report, render
 from evoteam.gpu_bench.schema import EvaluationStatus
 from evoteam.roles.agent_api import Submission
@@ -29,7 +31,7 @@ from evoteam.roles.tools import Author
 from evoteam.roles.tools.candidate import seed_workspace
 from evoteam.roles.tools.evaluation import EvaluationCache, FakeEvaluations, scripted_result
 from evoteam.roles.tools.factory import ToolServices, build_toolbox
-from evoteam.roles.tools.profiling import NcuProfiler, ProfileReport, WorkloadProfile, render_report
+from evoteam.roles.tools.profiling import NcuProfiler, PerfProfiler, ProfileReport, WorkloadProfile, render_report
 from evoteam.roles.tools.sanitize import local_sanitizer
 
 MEMCHECK = """========= COMPUTE-SANITIZER
@@ -90,13 +92,16 @@ def test_a_sanitizer_run_reports_its_findings_or_why_it_did_not_finish() -> None
     assert late.error == "compute-sanitizer ran past 5 s and was killed"
 
 
-def toolbox(tmp_path: Path, task: KernelTask, sanitizer: object = local_sanitizer):  # type: ignore[no-untyped-def]
+def toolbox(  # type: ignore[no-untyped-def]
+    tmp_path: Path, task: KernelTask, sanitizer: object = local_sanitizer, profiler: object = None
+):
     workspace = seed_workspace(task, tmp_path / "ws")
     services = ToolServices(
         definition=task.load_definition(),
         evaluations=EvaluationCache(FakeEvaluations(lambda s: scripted_result(s.name, {}))),
         knowledge=KnowledgeStore(tmp_path / "r", "k"),
         sanitizer=sanitizer,  # type: ignore[arg-type]
+        profiler=profiler,  # type: ignore[arg-type]
     )
     submissions: list[Submission] = []
     return build_toolbox(task, workspace, services, AUTHOR, submissions)
@@ -182,3 +187,62 @@ def test_a_cuda_profile_adds_ncu_counters_of_the_largest_workload_or_says_why_no
     assert none.notes == ["no hardware counters: Nsight Compute (ncu) was not found on PATH, in $CUDA_HOME/bin or "
                           "/usr/local/cuda/bin"]  # fmt: skip
     assert all(w.metrics == {} for w in none.workloads)
+
+
+PERF_CSV = """# started on Sun Dec  6 05:00:00 2026
+
+<not supported>,,cycles:u,0,100.00,,
+<not supported>,,instructions:u,0,100.00,,
+5.37,msec,task-clock:u,5370000,100.00,0.980,CPUs utilized
+4,,page-faults:u,5370000,100.00,0.745,K/sec
+0,,context-switches:u,5370000,100.00,0.000,/sec
+"""
+PMU_CSV = (
+    "2000000,,cycles,1,100.00,,\n3000000,,instructions,1,100.00,1.50,insn per cycle\n9.5,msec,task-clock,1,100,,\n"
+)
+
+
+@pytest.mark.unit
+def test_a_cpp_profile_adds_perf_counters_per_call_or_says_why_not() -> None:
+    task = scale_add_task()
+    solution = task.source_solution(task.load_definition())
+    built = BuildResult(ok=True, artifact="/tmp/k.so")
+    host = FakePerfHost(PERF_CSV)
+    report = PerfProfiler(CountingTiming(), task, host, lambda s: built).profile(solution)
+    small, large = report.workloads
+    assert report.profiler == "timing+perf" and small.metrics == {}
+    assert large.metrics == {
+        "task_clock_ms_per_call": 5.37 / 20,
+        "page-faults_per_call": 0.2,
+        "context-switches_per_call": 0.0,
+    }
+    assert report.notes == [
+        "perf counters of large-65536, per kernel call (over 20 calls)",
+        "not counted on this machine: cycles, instructions",
+    ]
+    [command] = host.commands
+    assert (
+        command[1:3] == ["stat", "-x"] and "--delay=-1" in command and command[-2] == "evoteam.gpu_bench.profile.target"
+    )
+    pmu = PerfProfiler(CountingTiming(), task, FakePerfHost(PMU_CSV), lambda s: built).profile(solution)
+    assert pmu.workloads[1].metrics["ipc"] == 1.5 and pmu.notes == [
+        "perf counters of large-65536, per kernel call (over 20 calls)"
+    ]
+    missing = PerfProfiler(CountingTiming(), task, FakePerfHost(perf=None)).profile(solution)
+    assert missing.notes[0].startswith("no counters: perf was not found on PATH")
+    failed = PerfProfiler(CountingTiming(), task, FakePerfHost("", returncode=1), lambda s: built).profile(solution)
+    assert failed.notes[0].startswith("no counters: perf stat counted nothing (exit status 1)")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(PerfHost().find_perf() is None, reason="perf is not installed")
+def test_perf_counts_only_the_kernel_calls(tmp_path: Path) -> None:
+    """The real perf over the real kernel: the task clock of 20 calls of a 65536-element scale_add is
+    milliseconds, not the second or so that Python's start-up and the inputs take."""
+    task = scale_add_task()
+    tools = toolbox(tmp_path, task, profiler=PerfProfiler(CountingTiming(), task))
+    result = tools.call("profile", {})
+    assert not result.is_error, result.content
+    assert "perf counters of large-65536, per kernel call (over 20 calls)" in result.content, result.content
+    large = result.data["workloads"][1]["metrics"]  # type: ignore[index]
+    assert 0 < large["task_clock_ms_per_call"] < 50, large
