@@ -255,7 +255,10 @@ def test_a_session_uses_evoteam_tools_and_is_charged_what_the_server_reported(ri
     assert first["model"] == "claude-sonnet-4-5"
     assert "Work in the evoteam workspace only." in str(first["system"])
     names = {t["name"] for t in first["tools"]}
-    assert names == {"Read", "Write", "Edit", "Glob", "Grep", mcp_name("write_note"), mcp_name("submit_candidate")}
+    shell = {"Bash"} if current_sandbox().isolated else set()  # a role that edits gets the confined shell
+    assert (
+        names == {"Read", "Write", "Edit", "Glob", "Grep", mcp_name("write_note"), mcp_name("submit_candidate")} | shell
+    )
     prompt = str(first["messages"][0]["content"])
     assert "Make scale_add faster." in prompt and "Vectorize the loop." in prompt
     results = tool_results(bodies[-1])
@@ -321,8 +324,7 @@ def test_paths_outside_the_workspace_and_the_shell_are_refused(rig: Rig) -> None
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert agent.last_session is not None
     refused = agent.last_session.refusals
-    assert len(refused) == 6 and all("outside the workspace" in r for r in refused[:5])
-    assert refused[5].startswith("Bash: Bash is not available in this session")
+    assert len(refused) == 5 and all("outside the workspace" in r for r in refused)  # Bash: no such tool at all
 
 
 @pytest.mark.integration
