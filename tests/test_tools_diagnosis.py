@@ -184,7 +184,7 @@ def test_a_cuda_profile_adds_ncu_counters_of_the_largest_workload_or_says_why_no
     shown = render_report(report)
     assert "duration_us=" in shown and "dram_pct=" in shown
     none = NcuProfiler(CountingTiming(), task, FakeHost(ncu=None)).profile(solution)
-    assert none.notes == ["no hardware counters: Nsight Compute (ncu) was not found on PATH, in $CUDA_HOME/bin or "
+    assert none.notes == ["no counters: Nsight Compute (ncu) was not found on PATH, in $CUDA_HOME/bin or "
                           "/usr/local/cuda/bin"]  # fmt: skip
     assert all(w.metrics == {} for w in none.workloads)
 

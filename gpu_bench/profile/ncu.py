@@ -119,27 +119,34 @@ class LocalHost:
 
     def run(self, command: list[str], timeout_s: float, workdir: Path | None = None) -> ProcessResult:
         """Runs ncu in the sandbox, holding the GPU's timing lock, so no evaluator worker times on it meanwhile."""
-        from evoteam.gpu_bench import sandbox
         from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
 
         if workdir is None:
             with tempfile.TemporaryDirectory(prefix="evoteam-profile-") as tmp:
                 return self.run(command, timeout_s, Path(tmp))
-        work = workdir
-        argv, env = sandbox.current().wrap(command, writable=[work], tmpdir=work / "tmp", env=os.environ)
         try:
             with gpu_lock(device_key(0), wait_s=timeout_s):
-                proc = subprocess.run(
-                    argv, env=env, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False
-                )
+                return run_sandboxed(command, timeout_s, workdir)
         except GpuLockTimeout as exc:
             return ProcessResult(None, str(exc))
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout or b""
-            return ProcessResult(None, out.decode(errors="replace") if isinstance(out, bytes) else out)
-        except OSError as exc:
-            return ProcessResult(127, f"cannot run {command[0]}: {exc}")
-        return ProcessResult(proc.returncode, proc.stdout + proc.stderr)
+
+
+def run_sandboxed(command: list[str], timeout_s: float, workdir: Path) -> ProcessResult:
+    """``command`` in this process's sandbox, ``workdir`` its only writable folder; a time-out is a ``None``
+    return code with what it printed, a command that cannot start is 127."""
+    from evoteam.gpu_bench import sandbox
+
+    argv, env = sandbox.current().wrap(command, writable=[workdir], tmpdir=workdir / "tmp", env=os.environ)
+    try:
+        proc = subprocess.run(
+            argv, env=env, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout or b""
+        return ProcessResult(None, out.decode(errors="replace") if isinstance(out, bytes) else out)
+    except OSError as exc:
+        return ProcessResult(127, f"cannot run {command[0]}: {exc}")
+    return ProcessResult(proc.returncode, proc.stdout + proc.stderr)
 
 
 @dataclass

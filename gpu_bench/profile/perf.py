@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.profile.ncu import ProcessResult, ProfileRequest, ProfileUnavailable
+from evoteam.gpu_bench.profile.ncu import ProcessResult, ProfileRequest, ProfileUnavailable, run_sandboxed
 
 EVENTS = (
     "cycles",
@@ -66,19 +65,7 @@ class PerfHost:
         return Path(found) if found else None
 
     def run(self, command: list[str], timeout_s: float, workdir: Path) -> ProcessResult:
-        from evoteam.gpu_bench import sandbox
-
-        argv, env = sandbox.current().wrap(command, writable=[workdir], tmpdir=workdir / "tmp", env=os.environ)
-        try:
-            done = subprocess.run(
-                argv, env=env, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout or b""
-            return ProcessResult(None, out.decode(errors="replace") if isinstance(out, bytes) else out)
-        except OSError as exc:
-            return ProcessResult(127, f"cannot run {command[0]}: {exc}")
-        return ProcessResult(done.returncode, done.stdout + done.stderr)
+        return run_sandboxed(command, timeout_s, workdir)
 
 
 class PerfRunner(Protocol):

@@ -23,6 +23,7 @@ from evoteam.gpu_bench.api import (
     ProfileRequest,
     ProfileUnavailable,
     Solution,
+    Workload,
     build,
     perf_profile,
     profile_workload,
@@ -108,105 +109,109 @@ class TimingProfiler:
         )
 
 
-class NcuProfiler:
-    """CUDA kernels: the timing profile, plus Nsight Compute's counters for the largest workload (duration,
-    speed of light, occupancy, DRAM traffic, cache hit rates) as that workload's ``metrics``. Where ncu cannot
-    run (no ncu, no GPU) or profiles nothing, the timing profile says why in its notes."""
+Counted = tuple[dict[str, float], list[str]] | str
+"""A counter profiler's answer: (the largest workload's metrics, notes), or why there are none."""
 
-    name = "ncu"
 
-    def __init__(
-        self, timing: Profiler, task: KernelTask, host: ProfileHost | None = None, builder: Builder = build
-    ) -> None:
+class CountingProfiler:
+    """The timing profile, plus hardware counters of the largest workload as that workload's ``metrics``
+    (``count`` says how); where the counters cannot be had, the notes say why."""
+
+    name = "counters"
+
+    def __init__(self, timing: Profiler, task: KernelTask, builder: Builder = build) -> None:
         self.timing = timing
         self.task = task
-        self.host: ProfileHost = host if host is not None else LocalHost()
         self.builder = builder
 
     def profile(self, solution: Solution) -> ProfileReport:
         report = self.timing.profile(solution)
-        report.profiler = f"{report.profiler}+ncu"
-        try:
-            require_profiler(self.host)
-        except ProfileUnavailable as exc:
-            report.notes = [f"no hardware counters: {exc}"]
+        report.profiler = f"{report.profiler}+{self.name}"
+        found = self._counted(solution)
+        if isinstance(found, str):
+            report.notes = [f"no counters: {found}"]
             return report
-        definition = self.task.load_definition()
-        workloads = self.task.load_workloads()
-        largest = max(workloads, key=lambda w: sum(w.axes.values()))
-        built = self.builder(solution)
-        if not built.ok or built.artifact is None:
-            report.notes = ["no hardware counters: the kernel does not build"]
-            return report
-        request = ProfileRequest(
-            solution=solution,
-            artifact=built.artifact,
-            definition=definition,
-            workload=largest,
-            blob_root=str(self.task.blob_root()),
-        )
-        profiled = profile_workload(self.host, request)
-        if profiled.error is not None or not profiled.kernels:
-            report.notes = [f"no hardware counters: {profiled.error or 'ncu profiled no kernel'}"]
-            return report
-        counters = kernel_metrics(profiled.kernels[0])
+        (metrics, notes), largest = found
         for row in report.workloads:
             if row.uuid == largest.uuid:
-                row.metrics = counters
-        kernels = ", ".join(dict.fromkeys(k.name for k in profiled.kernels))
-        report.notes = [f"ncu counters of {largest.uuid} (its first launch of {kernels})"]
+                row.metrics = metrics
+        report.notes = notes
         return report
 
-
-class PerfProfiler:
-    """C++ kernels: the timing profile, plus ``perf stat``'s counters over the kernel's calls on the largest
-    workload (cycles, instructions, cache and branch misses where the CPU exposes them; task clock, page faults,
-    context switches everywhere perf runs) as that workload's ``metrics``, with IPC and miss rates derived."""
-
-    name = "perf"
-
-    def __init__(
-        self, timing: Profiler, task: KernelTask, host: PerfRunner | None = None, builder: Builder = build
-    ) -> None:
-        self.timing = timing
-        self.task = task
-        self.host: PerfRunner = host if host is not None else PerfHost()
-        self.builder = builder
-
-    def profile(self, solution: Solution) -> ProfileReport:
-        report = self.timing.profile(solution)
-        report.profiler = f"{report.profiler}+perf"
+    def _counted(self, solution: Solution) -> tuple[tuple[dict[str, float], list[str]], Workload] | str:
         try:
-            require_perf(self.host)
+            self.require()
         except ProfileUnavailable as exc:
-            report.notes = [f"no counters: {exc}"]
-            return report
-        workloads = self.task.load_workloads()
-        largest = max(workloads, key=lambda w: sum(w.axes.values()))
+            return str(exc)
+        largest = max(self.task.load_workloads(), key=lambda w: sum(w.axes.values()))
         built = self.builder(solution)
         if not built.ok or built.artifact is None:
-            report.notes = ["no counters: the kernel does not build"]
-            return report
+            return "the kernel does not build"
         request = ProfileRequest(
             solution=solution,
             artifact=built.artifact,
             definition=self.task.load_definition(),
             workload=largest,
             blob_root=str(self.task.blob_root()),
-            device="cpu",
-            calls=PERF_CALLS,
         )
-        counted = perf_profile(self.host, request)
+        counted = self.count(request)
+        return counted if isinstance(counted, str) else (counted, largest)
+
+    def require(self) -> None:
+        """Raises ``ProfileUnavailable`` when the counter tool cannot run here."""
+
+    def count(self, request: ProfileRequest) -> Counted:
+        raise NotImplementedError
+
+
+class NcuProfiler(CountingProfiler):
+    """CUDA kernels: Nsight Compute's counters of the largest workload (duration, speed of light, occupancy,
+    DRAM traffic, cache hit rates)."""
+
+    name = "ncu"
+
+    def __init__(
+        self, timing: Profiler, task: KernelTask, host: ProfileHost | None = None, builder: Builder = build
+    ) -> None:
+        super().__init__(timing, task, builder)
+        self.host: ProfileHost = host if host is not None else LocalHost()
+
+    def require(self) -> None:
+        require_profiler(self.host)
+
+    def count(self, request: ProfileRequest) -> Counted:
+        profiled = profile_workload(self.host, request)
+        if profiled.error is not None or not profiled.kernels:
+            return profiled.error or "ncu profiled no kernel"
+        kernels = ", ".join(dict.fromkeys(k.name for k in profiled.kernels))
+        note = f"ncu counters of {request.workload.uuid} (its first launch of {kernels})"
+        return kernel_metrics(profiled.kernels[0]), [note]
+
+
+class PerfProfiler(CountingProfiler):
+    """C++ kernels: ``perf stat``'s counters over the kernel's calls on the largest workload (cycles,
+    instructions, cache and branch misses where the CPU exposes them; task clock, page faults, context switches
+    everywhere perf runs), per call, with IPC and miss rates derived."""
+
+    name = "perf"
+
+    def __init__(
+        self, timing: Profiler, task: KernelTask, host: PerfRunner | None = None, builder: Builder = build
+    ) -> None:
+        super().__init__(timing, task, builder)
+        self.host: PerfRunner = host if host is not None else PerfHost()
+
+    def require(self) -> None:
+        require_perf(self.host)
+
+    def count(self, request: ProfileRequest) -> Counted:
+        counted = perf_profile(self.host, request.model_copy(update={"device": "cpu", "calls": PERF_CALLS}))
         if counted.error is not None:
-            report.notes = [f"no counters: {counted.error}"]
-            return report
-        for row in report.workloads:
-            if row.uuid == largest.uuid:
-                row.metrics = perf_metrics(counted.counters, counted.calls)
-        report.notes = [f"perf counters of {largest.uuid}, per kernel call (over {counted.calls} calls)"]
+            return counted.error
+        notes = [f"perf counters of {counted.workload}, per kernel call (over {counted.calls} calls)"]
         if counted.unsupported:
-            report.notes.append(f"not counted on this machine: {', '.join(counted.unsupported)}")
-        return report
+            notes.append(f"not counted on this machine: {', '.join(counted.unsupported)}")
+        return perf_metrics(counted.counters, counted.calls), notes
 
 
 PERF_CALLS = 20
