@@ -295,8 +295,10 @@ def test_a_run_without_a_significant_improvement_has_no_best_and_accept_says_so(
 
 
 def test_a_refused_key_stops_the_run_at_its_first_call_with_a_clear_message(repo: Path) -> None:
-    with (repo / "evoteam.toml").open("a") as toml:  # the kernel's own model (no --model given)
-        toml.write('model = "claude-from-the-toml"\n')
+    toml = repo / "evoteam.toml"  # the kernel's own model (no --model given)
+    toml.write_text(
+        toml.read_text().replace('name = "scale_add"\n', 'name = "scale_add"\nmodel = "claude-from-the-toml"\n')
+    )
     with FakeMessagesServer(lambda body: text("never read"), api_key="the-right-key") as server:
         env = cli_env(repo) | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "a-wrong-key"}
         args = ["evolve", "scale_add", "--llm", "anthropic", "--team", "fixed", "--rounds", "3"]

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,9 @@ class _Shown:
     running_version: int | None = None
     again: bool = False
     """A newer text asked for a compile while one was running."""
+    saved_version: int | None = None
+    """The document version last opened or saved: a task's text of that version compiles through the
+    evaluator's build cache (a later bench of it is a cache hit), an unsaved one through a throwaway cache."""
     timer: asyncio.TimerHandle | None = None
 
 
@@ -185,6 +189,7 @@ class Diagnostics(Feature):
         shown = self.shown.setdefault(uri, _Shown())
         if task is None and shown.results:  # it was a task's file and is no more
             shown.results = []
+        shown.saved_version = _version(server, uri)
         if task is not None:  # quick (from memory): the compile's publish carries it
             await self.refresh(server, uri, task, publish=False)
         self.compile_soon(server, uri, shown)
@@ -200,7 +205,7 @@ class Diagnostics(Feature):
         while True:
             shown.again = False
             version = shown.running_version = _version(server, uri)
-            compiled = await self.compile(server, uri)
+            compiled = await self.compile(server, uri, saved=version == shown.saved_version)
             shown.compiles += 1
             if self.shown.get(uri) is not shown:  # closed meanwhile
                 return
@@ -244,7 +249,7 @@ class Diagnostics(Feature):
             if publish:
                 _publish(server, uri, shown.compile + shown.results)
 
-    async def compile(self, server: EvoteamServer, uri: str) -> Compiled:
+    async def compile(self, server: EvoteamServer, uri: str, saved: bool = True) -> Compiled:
         path = server.path_of(uri)
         assert path is not None
         task = _task(server, uri)
@@ -254,7 +259,7 @@ class Diagnostics(Feature):
                 texts = {
                     p: t for p, u in open_uris(server.workspace).items() if (t := current_text(server.workspace, u))
                 }
-                work = server.in_background(compile_diagnostics, task.task, path, texts)
+                work = server.in_background(compile_diagnostics, task.task, path, texts, saved)
             else:
                 text = current_text(server.workspace, uri) or ""
                 arch, database = await self.target(server), self.compile_database(server)
@@ -335,14 +340,18 @@ def task_solution(task: KernelTask, texts: dict[Path, str]) -> Solution:
     return Solution(name=task.name, definition=name, author="user", spec=task.build_spec(), sources=sources)
 
 
-def compile_diagnostics(task: KernelTask, path: Path, texts: dict[Path, str]) -> Compiled:
-    """Compile only (through the build cache): the compiler's messages on ``path`` at their ranges, messages on
-    the task's other files and on no file at line 1 with their place, constraint violations, and the kernels'
-    ptxas facts."""
+def compile_diagnostics(task: KernelTask, path: Path, texts: dict[Path, str], saved: bool = True) -> Compiled:
+    """Compile only: the compiler's messages on ``path`` at their ranges, messages on the task's other files and
+    on no file at line 1 with their place, constraint violations, and the kernels' ptxas facts. A ``saved`` text
+    goes through the evaluator's build cache, an unsaved one (typing) through a throwaway one."""
     from evoteam.gpu_bench.api import check_solution
 
     solution = task_solution(task, texts)
-    result = check_solution(solution, task.constraints)
+    if saved:
+        result = check_solution(solution, task.constraints)
+    else:
+        with tempfile.TemporaryDirectory(prefix="evoteam-editor-check-") as cache:
+            result = check_solution(solution, task.constraints, Path(cache))
     files = {p.name: p for p in [task.source, *task.extra_sources]}
     found = _compiled(result, path, next(s.content for s in solution.sources if s.path == path.name), files)
     for violation in result.violations:
