@@ -76,7 +76,7 @@ class Usage(BaseModel):
 
 class Request(BaseModel):
     """One model call. ``system`` is the long stable prefix, in order (system prompt, role prompt, task,
-    knowledge); backends that cache place the cache breakpoint after its last part and after the last
+    knowledge); backends that cache place cache breakpoints after its last two parts and after the last
     message, so every turn re-reads the prefix and the conversation so far from the cache."""
 
     model_config = ConfigDict(extra="forbid")

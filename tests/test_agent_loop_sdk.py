@@ -455,7 +455,7 @@ def test_cache_breakpoints_over_a_multi_turn_conversation(setup: Setup, server: 
     bodies = run.bodies()
     assert len(bodies) == 4
     for body in bodies:
-        assert [part.get("cache_control") for part in body["system"]] == [None, None, None, EPHEMERAL]
+        assert [part.get("cache_control") for part in body["system"]] == [None, None, EPHEMERAL, EPHEMERAL]
         marks = [
             (i, j) for i, m in enumerate(body["messages"]) for j, b in enumerate(m["content"]) if "cache_control" in b
         ]

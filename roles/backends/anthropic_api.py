@@ -142,6 +142,8 @@ def to_params(request: Request, default_model: str) -> dict[str, Any]:
     system: list[dict[str, Any]] = [{"type": "text", "text": part} for part in request.system if part]
     if system:
         system[-1]["cache_control"] = dict(EPHEMERAL)
+    if len(system) > 1:  # before the last part (the knowledge, which changes most): reused by the role's next agent
+        system[-2]["cache_control"] = dict(EPHEMERAL)
     contents = [_content(m) for m in request.messages]
     if contents:
         contents[-1][-1]["cache_control"] = dict(EPHEMERAL)
