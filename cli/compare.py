@@ -107,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(found, str):
         return _fail(found)
     config_path, tasks = found
+    if backend == "offline":
+        from evoteam.roles.offline.knobs import nothing_to_tune
+
+        idle = [why for why in (nothing_to_tune(t) for t in tasks) if why is not None]
+        if idle:
+            return _fail(idle[0])
     evaluations = args.evaluation_budget
     if evaluations is None and backend == "offline":
         evaluations = EVALUATIONS_PER_ROUND * args.rounds

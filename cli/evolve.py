@@ -80,7 +80,9 @@ def _fail(message: str) -> int:
 
 
 def run_evolve(args: argparse.Namespace) -> int:
+    from evoteam.roles.backends.choose import choose_backend
     from evoteam.roles.budget import PricesError, load_prices
+    from evoteam.roles.offline.knobs import nothing_to_tune
     from evoteam.supervisor.config import RunConfig, new_run_id
 
     if args.rounds < 1 or args.budget < 0:
@@ -102,6 +104,10 @@ def run_evolve(args: argparse.Namespace) -> int:
     if isinstance(found, str):
         return _fail(found)
     config_path, task = found
+    if choose_backend(args.llm, os.environ) == "offline":
+        idle = nothing_to_tune(task)
+        if idle is not None:
+            return _fail(idle)
     config = RunConfig(
         run=new_run_id(task.name),
         kernel=task.name,

@@ -24,6 +24,7 @@ from evoteam.roles.builtin import builtin_role
 from evoteam.roles.knowledge import Kind, KnowledgeStore, measured_kind
 from evoteam.roles.llm import Usage
 from evoteam.roles.offline.agent import OfflineTunerAgent
+from evoteam.roles.offline.knobs import nothing_to_tune
 from evoteam.roles.tools import Author, Tool, Toolbox, ToolResult
 from evoteam.roles.tools.candidate import SubmitInput, seed_workspace, workspace_solution
 from evoteam.roles.tools.evaluation import EvaluateInput, EvaluationCache, TaskEvaluations
@@ -394,3 +395,16 @@ def test_the_debugger_leaves_a_passing_kernel_alone_and_repairs_a_failing_one(tm
     [repaired] = submissions
     assert knob(repaired.solution.sources[0].content, "BLOCK") < 1024
     assert broken.evaluated[0] == at(1024, 2) and len(broken.evaluated) <= 3  # the first passing config wins
+
+
+@pytest.mark.unit
+def test_a_task_with_nothing_to_tune_says_so_before_a_run(tmp_path: Path) -> None:
+    flat = tmp_path / "flat.cpp"
+    flat.write_text('extern "C" int f(const float* x, float* y, long n) { return 0; }\n')
+    task = shared_scale_add_task(source=flat, knobs={})
+    why = nothing_to_tune(task)
+    assert why is not None and why.startswith("the offline team has nothing to tune in flat.cpp")
+    assert "[kernel.knobs]" in why and "--llm anthropic" in why
+    assert nothing_to_tune(shared_scale_add_task(source=flat, knobs={"UNROLL": [1, 2, 4]})) is None  # declared
+    assert nothing_to_tune(shared_scale_add_task("tunable_scale_add.cpp")) is None  # found in the source
+    assert "cannot read" in (nothing_to_tune(shared_scale_add_task(source=tmp_path / "gone.cpp")) or "")

@@ -19,7 +19,7 @@ pytest.importorskip("pytest_lsp", reason="pytest-lsp is not installed (a dev too
 
 from pytest_lsp import LanguageClient
 
-from conftest import git
+from conftest import SCALE_ADD_TOML, git
 
 pytestmark = pytest.mark.integration
 
@@ -221,3 +221,25 @@ async def test_bad_arguments_get_an_error_answer(tuned: tuple[Path, str]) -> Non
             assert malformed.value.code == -32602
         assert [s["run"] for s in await command(client, "evoteam.runs")] == [run]  # still serving
     assert not (repo / ".evoteam" / "runs" / run / "cancel").exists()
+
+
+FLAT = """#include <cstdint>
+extern "C" int scale_add(const float* x, const float* y, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = 2.0f * x[i] + y[i];
+  return 0;
+}
+"""
+
+
+async def test_evolve_refuses_offline_a_kernel_with_nothing_to_tune_and_says_why(tmp_path: Path) -> None:
+    """Before the run starts, not found in the journal after it: the editor gets the CLI's reason."""
+    repo = sample_repo(
+        tmp_path / "repo", toml=SCALE_ADD_TOML.replace("knobs = { PASSES = [1, 64], BLOCK = [256] }\n", "")
+    )
+    (repo / "kernel.cpp").write_text(FLAT)
+    async with lsp_session(repo, settings={"llm": "offline"}) as client:
+        with pytest.raises(JsonRpcException) as raised:
+            await command(client, "evoteam.evolve", (repo / "kernel.cpp").as_uri())
+    assert raised.value.code == lsp.LSPErrorCodes.RequestFailed
+    assert "the offline team has nothing to tune in kernel.cpp" in str(raised.value)
+    assert not (repo / ".evoteam" / "runs").exists() or not any((repo / ".evoteam" / "runs").iterdir())

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from evoteam.gpu_bench.api import KernelTask
 from evoteam.roles.offline.domains import generated_values, looks_like_size
 
 Value = int | str
@@ -197,3 +198,24 @@ def apply(source: str, config: Mapping[str, Value], knobs: Sequence[Knob] | None
 def describe(config: Mapping[str, Value]) -> str:
     """``BLOCK=256 UNROLL=4``: a config as one short line."""
     return " ".join(f"{name}={value}" for name, value in config.items())
+
+
+def nothing_to_tune(task: KernelTask) -> str | None:
+    """Why the offline team can do nothing with ``task`` (no knob found in its source, none declared, or a
+    source it cannot read), or None when it has something to vary: said before a run starts, not found in the
+    journal after it."""
+    try:
+        source = task.source.read_text()
+        knobs = find_knobs(source, cuda=task.language == "cuda", declared=task.knobs)
+    except OSError as exc:
+        return f"cannot read {task.source}: {exc.strerror or exc}"
+    except ValueError as exc:
+        return f"the kernel's knobs in evoteam.toml are not usable: {exc}"
+    if knobs:
+        return None
+    return (
+        f"the offline team has nothing to tune in {task.source.name}: it finds no knob it can vary (a #define, "
+        f"constexpr or template constant such as BLOCK or kLanes) and evoteam.toml declares none for "
+        f"{task.name} ([kernel.knobs] NAME = [values]). Declare knobs, or run with a model "
+        "(--llm anthropic, openai or claude-code)"
+    )
