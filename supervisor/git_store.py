@@ -183,6 +183,19 @@ class GitStore:
         except ValueError:
             raise GitStoreError(f"{path} is outside the repository at {self.root}") from None
 
+    def clear_stale_locks(self) -> list[str]:
+        """Removes the ``.lock`` files git left under this run's refs (``refs/heads/evoteam/<run>/``) when a
+        process was killed while updating one; the refs removed, relative to the git folder. Call it only while
+        holding the run's kernel lock: no other process then writes these refs, so any lock there is stale."""
+        with _open(self.root) as repo:
+            git_dir = Path(repo.git_dir)
+        folder = git_dir / "refs" / "heads" / "evoteam" / self.run
+        removed = []
+        for lock in sorted(folder.glob("**/*.lock")) if folder.is_dir() else []:
+            lock.unlink(missing_ok=True)
+            removed.append(lock.relative_to(git_dir).as_posix())
+        return removed
+
     def ref(self, branch: str) -> str | None:
         """The commit ``refs/heads/<branch>`` points at, or None."""
         with _open(self.root) as repo:

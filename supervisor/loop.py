@@ -71,6 +71,9 @@ class Supervisor:
         if log.state.finished is not None:
             return log.state
         with KernelLock(state_dir(self.root), self.task.name, self.run_id):
+            if isinstance(self.store, GitStore):  # a process killed mid ref update left its lock behind
+                for stale in self.store.clear_stale_locks():
+                    self.services.reporter.activity(f"removed the stale git lock {stale}")
             return self._run(log, config)
 
     def _run(self, log: RunLog, config: RunConfig) -> RunState:

@@ -149,3 +149,22 @@ def test_empty_repository_gets_a_root_base(tmp_path: Path) -> None:
     store = GitStore(root, "r")
     base = store.create_base({"kernel.cpp": b"x\n"}, "base")
     assert store.read(base, "kernel.cpp") == b"x\n"
+
+
+def test_a_lock_left_by_a_killed_ref_update_is_cleared_and_the_run_goes_on(repo: Path) -> None:
+    """kill -9 while git updates a ref leaves ``REF.lock``: the next update of that ref fails until it goes.
+    A resumed run (holding its kernel lock, so nobody else writes its refs) clears its own stale locks."""
+    store = GitStore(repo, "r9")
+    base = store.create_base({"k/kernel.cpp": b"a\n"}, "base")
+    refs = repo / ".git" / "refs" / "heads" / "evoteam" / "r9"
+    (refs / "base.lock").write_text(base + "\n")  # as a killed `git update-ref` leaves it
+    (refs / "round-01.lock").write_text("")
+    other = repo / ".git" / "refs" / "heads" / "evoteam" / "r8"
+    other.mkdir(parents=True)
+    (other / "base.lock").write_text("")  # another run's: not ours to touch
+    with pytest.raises(GitStoreError, match=r"round-01\.lock"):  # git refuses to update a ref whose lock stands
+        store.commit_candidate(1, "c1", {"k/kernel.cpp": b"b\n"}, "s", "", {})
+    assert store.clear_stale_locks() == ["refs/heads/evoteam/r9/base.lock", "refs/heads/evoteam/r9/round-01.lock"]
+    assert (other / "base.lock").exists()
+    store.commit_candidate(1, "c1", {"k/kernel.cpp": b"b\n"}, "s", "", {})
+    assert store.ref(round_branch("r9", 1)) is not None and store.clear_stale_locks() == []

@@ -1,12 +1,17 @@
 """Rules of the timed phase (``worker/timed.py``): the memo check's verdict on one round of seen and unseen
 calls (by the clock and by CPU time where it was read, so neither a busy machine that preempts calls nor a
-CPU clock that counts a spinning thread pool in 4 ms ticks is taken for a kernel answering from a memo), and
-the round trip each side of a paired timing subtracts."""
+CPU clock that counts a spinning thread pool in 4 ms ticks is taken for a kernel answering from a memo), which
+kernel is exempt from it (the definition's own reference), and the round trip each side of a paired timing
+subtracts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from evoteam.gpu_bench.task import load_definition
+from evoteam.gpu_bench.verify.reference import is_reference, reference_solution
 from evoteam.gpu_bench.worker.timed import UNSEEN_FACTOR, _common, _MemoRound
 
 pytestmark = pytest.mark.unit
@@ -52,3 +57,15 @@ def test_two_hosted_sides_subtract_the_same_round_trip() -> None:
     assert _common(0.021, 0.018) == (0.018, 0.018)
     assert _common(0.0, 0.02) == (0.0, 0.02)  # the incumbent runs in the worker: only the candidate pays one
     assert _common(0.0, 0.0) == (0.0, 0.0)
+
+
+def test_only_the_definitions_own_reference_is_trusted_past_the_memo_check() -> None:
+    """The task's ground truth is not a candidate: a loaded machine's clock must not reject it (a KernelBench
+    softmax reference was once REJECTED at 62.5x, failing the task). A copy with any change is a candidate."""
+    definition = load_definition(Path(__file__).parent / "data" / "scale_add.json")
+    reference = reference_solution(definition)
+    assert is_reference(reference, definition)
+    changed = reference.model_copy(
+        update={"sources": [reference.sources[0].model_copy(update={"content": definition.reference + "\n# x\n"})]}
+    )
+    assert not is_reference(changed, definition)

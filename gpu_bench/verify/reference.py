@@ -23,3 +23,13 @@ def reference_solution(definition: Definition, target: str = "cpu") -> Solution:
         sources=[SourceFile(path=REFERENCE_FILE, content=definition.reference)],
         description="The definition's reference implementation.",
     )
+
+
+def is_reference(solution: Solution, definition: Definition) -> bool:
+    """Whether ``solution`` is the definition's own reference (its one source is the definition's ``run``):
+    the task's ground truth, trusted, not a candidate to test for cheating."""
+    return (
+        solution.spec.language == Language.PYTHON
+        and len(solution.sources) == 1
+        and solution.sources[0].content == definition.reference
+    )

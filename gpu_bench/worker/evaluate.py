@@ -104,8 +104,11 @@ def evaluate_workload(
     config: EvalConfig,
     blob_root: Path | None,
     incumbent: Kernel | None = None,
+    trusted: bool = False,
 ) -> WorkloadOutcome:
-    """Verifies ``kernel`` on fresh trials, then times it (interleaved with ``incumbent`` when given)."""
+    """Verifies ``kernel`` on fresh trials, then times it (interleaved with ``incumbent`` when given). A
+    ``trusted`` kernel (the definition's own reference, the ground truth) is not put through the memo check:
+    its timing on a loaded machine must not fail the task itself."""
     axes = definition.axis_values(workload.axes)
     worst = Errors(0.0, 0.0)
     previous: Trial | None = None
@@ -150,9 +153,13 @@ def evaluate_workload(
         return passed
     from evoteam.gpu_bench.worker.timed import Unseen, time_workload  # timed.py builds on this module
 
-    unseen = Unseen(
-        inputs=lambda seen: perturbed_values(seen, draw.getrandbits(63)),
-        expect=lambda pristine: _reference(reference, definition, pristine, workload),
+    unseen = (
+        None
+        if trusted
+        else Unseen(
+            inputs=lambda seen: perturbed_values(seen, draw.getrandbits(63)),
+            expect=lambda pristine: _reference(reference, definition, pristine, workload),
+        )
     )
     return time_workload(kernel, definition, axes, trials, config, passed, incumbent, unseen)
 

@@ -29,6 +29,7 @@ from evoteam.gpu_bench.environment import environment
 from evoteam.gpu_bench.schema import EvaluationStatus, Solution
 from evoteam.gpu_bench.verify import integrity
 from evoteam.gpu_bench.verify.inputs import InputError
+from evoteam.gpu_bench.verify.reference import is_reference
 from evoteam.gpu_bench.worker import process_state, strays
 from evoteam.gpu_bench.worker import timed as _timed  # noqa: F401  (likewise)
 from evoteam.gpu_bench.worker.evaluate import (
@@ -132,6 +133,7 @@ class _Worker:
                 request.config,
                 Path(request.blob_root) if request.blob_root else None,
                 incumbent,
+                trusted=is_reference(request.solution, request.definition),
             )
         except InputError as exc:
             return Failed(id=request.id, error="input", message=str(exc))
