@@ -334,8 +334,8 @@ def role_brief(team: Team, role: str) -> str:
     return "\n".join(lines)
 
 
-HANDOFF_CHARS = 1200
-"""How much of an agent's last words the next agent is given."""
+HANDOFF_CHARS = 500
+"""How much of an agent's last words the next agent is given (what the journal keeps of them)."""
 
 
 def handoff(state: RunState, number: int) -> str:
