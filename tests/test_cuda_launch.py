@@ -472,7 +472,7 @@ def test_a_worker_whose_gpu_faulted_answers_and_exits(tmp_path: Path, monkeypatc
     worker = server._Worker(io.StringIO(), log, tmp_path / "cache")
     fault = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason="CUDA error: an illegal memory access")
 
-    def faulting(*args: object) -> WorkloadOutcome:
+    def faulting(*args: object, **kwargs: object) -> WorkloadOutcome:
         raise DeviceFault(fault)
 
     monkeypatch.setattr(server, "evaluate_workload", faulting)
