@@ -56,7 +56,7 @@ def kernel_names(text: str) -> list[KernelName]:
         at = match.end() + name.start(1)
         line = text.count("\n", 0, at)
         start = text.rfind("\n", 0, at) + 1
-        end = _utf16(text[start:at]) + _utf16(name.group(1))
+        end = utf16_length(text[start:at]) + utf16_length(name.group(1))
         body = re.compile(r"[;{]").search(text, match.end() + cut.end() + _closing(text[match.end() + cut.end() :]))
         found.append(KernelName(name.group(1), line, end, body is not None and body.group(0) == "{"))
     return found
@@ -171,5 +171,6 @@ def _bytes(count: int) -> str:
     return f"{count} B"
 
 
-def _utf16(text: str) -> int:
+def utf16_length(text: str) -> int:
+    """``text``'s length in UTF-16 code units: the unit of an LSP position's character."""
     return len(text.encode("utf-16-le")) // 2

@@ -51,7 +51,7 @@ from evoteam.server.file_check import (
 )
 from evoteam.server.file_check import local_arch as detect_arch
 from evoteam.server.project import TaskFile
-from evoteam.server.resource_hints import KernelFacts
+from evoteam.server.resource_hints import KernelFacts, utf16_length
 from evoteam.server.run_index import RunEntry, RunIndex
 from evoteam.server.winner import current_text, open_uris
 from evoteam.supervisor.state import Candidate
@@ -389,7 +389,7 @@ def _compiler_diagnostic(d: Diagnostic, path: Path, lines: list[str], files: dic
     if d.file == path.name and d.line > 0:
         text = lines[d.line - 1] if d.line <= len(lines) else ""
         start = _character(text, d.column) if d.column else _indent(text)
-        end = _character(text, d.end_column) if d.end_column > d.column else _utf16(text)
+        end = _character(text, d.end_column) if d.end_column > d.column else utf16_length(text)
         where = lsp.Range(lsp.Position(d.line - 1, start), lsp.Position(d.line - 1, max(end, start)))
     else:
         place = f"{d.file}:{d.line}" + (f":{d.column}" if d.column else "") if d.file else d.tool
@@ -432,12 +432,8 @@ def _width(char: str) -> int:
     return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
-def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 def _indent(text: str) -> int:
-    return _utf16(text) - _utf16(text.lstrip())
+    return utf16_length(text) - utf16_length(text.lstrip())
 
 
 def _lines(text: str) -> list[str]:
@@ -531,7 +527,7 @@ def _source(candidate: Candidate, name: str) -> str | None:
 
 def _line_range(lines: list[str], number: int) -> lsp.Range:
     text = lines[number] if 0 <= number < len(lines) else ""
-    return lsp.Range(lsp.Position(number, _indent(text)), lsp.Position(number, _utf16(text)))
+    return lsp.Range(lsp.Position(number, _indent(text)), lsp.Position(number, utf16_length(text)))
 
 
 def _top() -> lsp.Range:
