@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoteam.gpu_bench.api import Constraints, Definition, Solution, Workload
+from evoteam.gpu_bench.api import Constraints, Definition, Solution, ToleranceRule, Workload
 
 
 @dataclass
@@ -24,6 +24,7 @@ class _Job:
     blob_root: Path | None
     atol: float
     rtol: float
+    rule: ToleranceRule
     constraints: Constraints | None = None
 
 
@@ -125,7 +126,7 @@ def _job(args: argparse.Namespace) -> _Job:
         else:
             baseline = task.baseline_solution(definition)
         blobs = args.blobs or task.blob_root()
-        atol, rtol = task.tolerance.atol, task.tolerance.rtol
+        atol, rtol, rule = task.tolerance.atol, task.tolerance.rtol, task.tolerance.rule
         constraints: Constraints | None = task.constraints
     else:
         missing = [f"--{n}" for n in ("definition", "workloads", "solution") if getattr(args, n) is None]
@@ -139,7 +140,7 @@ def _job(args: argparse.Namespace) -> _Job:
         else:
             baseline = reference_solution(definition, candidate.spec.target_hardware[0])
         blobs = args.blobs or dataset_root(args.workloads)
-        atol, rtol = 1e-2, 1e-2
+        atol, rtol, rule = 1e-2, 1e-2, "flashinfer"
         constraints = None
     if candidate.definition != definition.name:
         raise TaskError(
@@ -153,6 +154,7 @@ def _job(args: argparse.Namespace) -> _Job:
         blobs,
         args.atol if args.atol is not None else atol,
         args.rtol if args.rtol is not None else rtol,
+        rule,
         constraints,
     )
 
@@ -178,6 +180,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
         trials=args.trials,
         atol=job.atol,
         rtol=job.rtol,
+        rule=job.rule,
         timeout_s=args.timeout,
         keep_going=args.keep_going,
         isolate=not args.no_isolate,

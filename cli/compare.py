@@ -202,7 +202,7 @@ def _sessions(where: str) -> Callable[[Any], contextlib.AbstractContextManager[A
 
         runner = make_runner(where, gpu=None if task.target == "cpu" else 0)
         try:
-            config = EvalConfig(atol=task.tolerance.atol, rtol=task.tolerance.rtol)
+            config = EvalConfig(**task.tolerance.model_dump())
             yield TaskEvaluations(Evaluator(runner), task, config)
         finally:
             runner.close()

@@ -44,11 +44,12 @@ def add_parser(kinds: Any) -> None:
     p.add_argument("--target", default="cpu", help="cpu (default) or the CUDA architecture of the task")
     p.add_argument(
         "--inputs",
-        choices=["auto", "random", "recorded"],
-        default="auto",
-        help="auto (default): the evaluator draws afresh each trial the float tensors that get_inputs() draws like "
-        "torch.randn, the others are get_inputs()'s values, stored in a safetensors blob; random: every float "
-        "tensor is drawn afresh; recorded: every tensor is get_inputs()'s",
+        choices=["trial", "auto", "random", "recorded"],
+        default="trial",
+        help="trial (default): every tensor is get_inputs()'s under each trial's own seed, as KernelBench draws "
+        "them; auto: the evaluator draws afresh each trial (standard normal) the float tensors that get_inputs() "
+        "draws like torch.randn, the others are get_inputs()'s values, stored in a safetensors blob; random: every "
+        "float tensor is drawn afresh; recorded: every tensor is get_inputs()'s",
     )
     p.add_argument(
         "--model-new", type=Path, help="a KernelBench ModelNew file to start from (default: the problem's Model)"

@@ -75,6 +75,7 @@ from evoteam.gpu_bench.schema import (
     EvaluationStatus,
     Fill,
     FillInput,
+    GeneratedInput,
     KernelResources,
     Language,
     RandomInput,
@@ -97,6 +98,7 @@ from evoteam.gpu_bench.task import (
 )
 from evoteam.gpu_bench.timing.cpu import time_call
 from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats
+from evoteam.gpu_bench.verify.compare import ToleranceRule
 from evoteam.gpu_bench.verify.reference import reference_solution
 from evoteam.gpu_bench.worker.__main__ import add_arguments as add_worker_arguments
 from evoteam.gpu_bench.worker.__main__ import run as run_worker
@@ -130,6 +132,7 @@ __all__ = [
     "FlashInferImportError",
     "FlashInferImportOptions",
     "FnJob",
+    "GeneratedInput",
     "GpuQueue",
     "KernelBenchError",
     "KernelBenchImportOptions",
@@ -164,6 +167,7 @@ __all__ = [
     "ThreadPolicy",
     "TimingConfig",
     "TimingStats",
+    "ToleranceRule",
     "Utilization",
     "WorkerStartError",
     "Workload",

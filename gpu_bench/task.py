@@ -21,6 +21,7 @@ from evoteam.gpu_bench.schema import (
     Trace,
     Workload,
 )
+from evoteam.gpu_bench.verify.compare import ToleranceRule
 from evoteam.gpu_bench.verify.reference import reference_solution
 
 CONFIG_NAME = "evoteam.toml"
@@ -35,6 +36,10 @@ class Tolerance(BaseModel):
     model_config = ConfigDict(extra="forbid")
     atol: float = Field(default=1e-2, ge=0)
     rtol: float = Field(default=1e-2, ge=0)
+    rule: ToleranceRule = "flashinfer"
+    """How atol and rtol combine (``verify/compare.py``): ``flashinfer`` fails an element only when its error
+    is over atol AND over rtol times the reference; ``allclose`` (torch.allclose, KernelBench's check) when it
+    is over atol + rtol times the reference."""
 
 
 class KernelTask(BaseModel):

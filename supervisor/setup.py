@@ -60,7 +60,7 @@ def make_services(
     backend = choose_backend(config.llm, env)
     runner = runner or make_runner(config.runner, gpu=None if task.target == "cpu" else 0)
     evaluator = Evaluator(runner)
-    eval_config = EvalConfig(atol=task.tolerance.atol, rtol=task.tolerance.rtol)
+    eval_config = EvalConfig(**task.tolerance.model_dump())
     caches: dict[str, EvaluationCache] = {}
 
     def evaluations(team: Team, incumbent: Solution | None) -> EvaluationCache:

@@ -31,6 +31,19 @@ def test_an_element_fails_only_if_both_absolute_and_relative_error_are_too_large
 
 
 @pytest.mark.unit
+def test_the_allclose_rule_bounds_the_error_by_atol_plus_rtol_times_the_reference() -> None:
+    ref = torch.tensor([1.0, 1.0])
+    near = torch.tensor([1.00015, 1.0])  # 1.5e-4 over both 1e-4 bounds, under their sum 2e-4
+    assert isinstance(compare("o", near, ref, 1e-4, 1e-4), Mismatch)
+    assert isinstance(compare("o", near, ref, 1e-4, 1e-4, "allclose"), Errors)
+    assert torch.allclose(near, ref, atol=1e-4, rtol=1e-4)  # KernelBench's check agrees
+    far = torch.tensor([1.00025, 1.0])
+    failed = compare("o", far, ref, 1e-4, 1e-4, "allclose")
+    assert isinstance(failed, Mismatch) and not torch.allclose(far, ref, atol=1e-4, rtol=1e-4)
+    assert "outside atol + rtol * |expected| (atol=0.0001, rtol=0.0001)" in failed.reason
+
+
+@pytest.mark.unit
 def test_nan_where_the_reference_is_finite_fails_but_matching_nan_passes() -> None:
     nan = float("nan")
     bad = compare("o", torch.tensor([1.0, nan]), torch.tensor([1.0, 2.0]), 1e-2, 1e-2)

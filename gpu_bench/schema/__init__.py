@@ -11,7 +11,15 @@ from evoteam.gpu_bench.schema.trace import (
     Performance,
     Trace,
 )
-from evoteam.gpu_bench.schema.workload import Fill, FillInput, RandomInput, SafetensorsInput, ScalarInput, Workload
+from evoteam.gpu_bench.schema.workload import (
+    Fill,
+    FillInput,
+    GeneratedInput,
+    RandomInput,
+    SafetensorsInput,
+    ScalarInput,
+    Workload,
+)
 
 __all__ = [
     "AxisConst",
@@ -27,6 +35,7 @@ __all__ = [
     "EvaluationStatus",
     "Fill",
     "FillInput",
+    "GeneratedInput",
     "KernelResources",
     "Language",
     "LaunchSpec",

@@ -42,7 +42,19 @@ class FillInput(Model):
     value: Fill
 
 
-InputSpec = Annotated[RandomInput | ScalarInput | SafetensorsInput | FillInput, Field(discriminator="type")]
+class GeneratedInput(Model):
+    """Values the definition's reference draws itself, afresh for every trial: its module-level
+    ``trial_inputs(seed, device)`` returns every input in definition order, and the workload takes those of its
+    ``generated`` inputs. An imported KernelBench problem's reference calls the problem's ``get_inputs()`` under
+    ``torch.manual_seed(seed)`` there, as KernelBench does for each correctness trial. An evoteam extension:
+    FlashInfer's datasets never hold it."""
+
+    type: Literal["generated"] = "generated"
+
+
+InputSpec = Annotated[
+    RandomInput | ScalarInput | SafetensorsInput | FillInput | GeneratedInput, Field(discriminator="type")
+]
 
 
 class Workload(Model):

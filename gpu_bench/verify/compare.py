@@ -1,15 +1,20 @@
 """Output checks in FlashInfer-Bench's order: shape, dtype, non-finite values, then tolerance.
 
-An element fails only if ``|out - ref| > atol`` AND ``|out - ref| > rtol * |ref|``.
+Under the ``flashinfer`` rule (the default) an element fails only if ``|out - ref| > atol`` AND
+``|out - ref| > rtol * |ref|``; under ``allclose`` (torch.allclose, which KernelBench uses) if
+``|out - ref| > atol + rtol * |ref|``, a looser check for the same atol and rtol (a bound up to twice as wide).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from evoteam.gpu_bench.schema import EvaluationStatus
+
+ToleranceRule = Literal["flashinfer", "allclose"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,9 @@ class Errors:
     max_relative_error: float
 
 
-def compare(name: str, out: object, ref: torch.Tensor, atol: float, rtol: float) -> Mismatch | Errors:
+def compare(
+    name: str, out: object, ref: torch.Tensor, atol: float, rtol: float, rule: ToleranceRule = "flashinfer"
+) -> Mismatch | Errors:
     """Checks one output against the reference; returns the errors, or why it failed."""
     if not isinstance(out, torch.Tensor):
         return Mismatch(EvaluationStatus.INCORRECT_SHAPE, f"output {name!r} is {type(out).__name__}, not a tensor")
@@ -66,18 +73,22 @@ def compare(name: str, out: object, ref: torch.Tensor, atol: float, rtol: float)
             max_abs,
             max_rel,
         )
-    fails = (diff > atol) & (diff > rtol * r.abs())
+    fails = diff > atol + rtol * r.abs() if rule == "allclose" else (diff > atol) & (diff > rtol * r.abs())
     n_fail = int(fails.sum())
     if n_fail:
         idx = _index(fails)
         return Mismatch(
             EvaluationStatus.INCORRECT_NUMERICAL,
-            f"output {name!r}: {n_fail} of {o.numel()} element(s) outside atol={atol:g} and rtol={rtol:g}; "
+            f"output {name!r}: {n_fail} of {o.numel()} element(s) outside {_BOUND[rule]} "
+            f"(atol={atol:g}, rtol={rtol:g}); "
             f"first at {idx}: got {float(o[idx]):.6g}, expected {float(r[idx]):.6g}",
             max_abs,
             max_rel,
         )
     return Errors(max_abs, max_rel)
+
+
+_BOUND = {"flashinfer": "atol and rtol", "allclose": "atol + rtol * |expected|"}
 
 
 def _index(mask: torch.Tensor) -> tuple[int, ...]:

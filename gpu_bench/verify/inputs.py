@@ -1,15 +1,25 @@
-"""Builds the input values of one workload trial: seeded random tensors, scalars, safetensors blobs; and
-perturbed copies of a workload's fixed (blob) values."""
+"""Builds the input values of one workload trial: seeded random tensors, scalars, safetensors blobs, values
+the definition's reference generates; and perturbed copies of a workload's fixed (blob) values."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from evoteam.gpu_bench.bindings.dtypes import torch_dtype
-from evoteam.gpu_bench.schema import Definition, FillInput, RandomInput, SafetensorsInput, ScalarInput, Workload
+from evoteam.gpu_bench.schema import (
+    Definition,
+    FillInput,
+    GeneratedInput,
+    RandomInput,
+    SafetensorsInput,
+    ScalarInput,
+    Workload,
+)
 
 Value = torch.Tensor | int | float | bool
 
@@ -30,12 +40,20 @@ def make_inputs(
         raise InputError(str(exc)) from None
     generator = torch.Generator(device="cpu").manual_seed(seed)
     on_device = generator if device == "cpu" else torch.Generator(device=device).manual_seed(seed)
+    generated = (
+        _generated(definition, seed, device)
+        if any(isinstance(s, GeneratedInput) for s in workload.inputs.values())
+        else {}
+    )
     values: dict[str, Value] = {}
     for name, spec in definition.inputs.items():
         source = workload.inputs.get(name, RandomInput())
         shape = definition.shape_of(spec, axes)
         dtype = torch_dtype(spec.dtype)
-        if isinstance(source, ScalarInput):
+        if isinstance(source, GeneratedInput):
+            value = _checked(name, generated[name], shape, dtype, definition.name)
+            values[name] = value.to(device) if isinstance(value, torch.Tensor) else value
+        elif isinstance(source, ScalarInput):
             values[name] = source.value
         elif isinstance(source, SafetensorsInput):
             values[name] = _load_blob(name, source, blob_root, workload.uuid).to(device)
@@ -49,6 +67,50 @@ def make_inputs(
     if unknown:
         raise InputError(f"workload {workload.uuid} names inputs {sorted(unknown)} not in {definition.name}")
     return values
+
+
+GENERATOR = "trial_inputs"
+"""The module-level function of a definition's reference that makes its ``generated`` inputs."""
+_generators: dict[str, Callable[..., Any]] = {}
+
+
+def _generated(definition: Definition, seed: int, device: str) -> dict[str, Any]:
+    """``trial_inputs(seed, device)`` of the definition's reference (compiled once per reference text), by
+    input name."""
+    key = hashlib.sha256(definition.reference.encode()).hexdigest()
+    if key not in _generators:
+        namespace: dict[str, Any] = {"__name__": f"evoteam_inputs_{definition.name}"}
+        try:
+            exec(compile(definition.reference, f"<reference {definition.name}>", "exec"), namespace)
+        except Exception as exc:
+            raise InputError(f"{definition.name}'s reference does not load: {type(exc).__name__}: {exc}") from None
+        function = namespace.get(GENERATOR)
+        if not callable(function):
+            raise InputError(
+                f"{definition.name} has generated inputs, but its reference defines no {GENERATOR}(seed, device)"
+            )
+        _generators[key] = function
+    try:
+        produced = _generators[key](seed, device)
+    except Exception as exc:
+        raise InputError(f"{definition.name}'s {GENERATOR}() failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(produced, list | tuple) or len(produced) != len(definition.inputs):
+        raise InputError(
+            f"{definition.name}'s {GENERATOR}() must return {len(definition.inputs)} values in definition order"
+        )
+    return dict(zip(definition.inputs, produced, strict=True))
+
+
+def _checked(name: str, value: object, shape: tuple[int, ...] | None, dtype: torch.dtype, definition: str) -> Value:
+    """A generated value, if it is what the definition declares (a tensor of its shape and dtype, or a scalar)."""
+    if shape is None:
+        if isinstance(value, bool | int | float):
+            return value
+        raise InputError(f"{definition}: generated input {name!r} is a {type(value).__name__}, not a scalar")
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape or value.dtype != dtype:
+        got = f"{tuple(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else type(value).__name__
+        raise InputError(f"{definition}: generated input {name!r} is {got}; the definition declares {shape} {dtype}")
+    return value
 
 
 PERTURBATION = 2.0**-6

@@ -30,7 +30,7 @@ from evoteam.gpu_bench.bindings.device import CUDA, cuda_healthy, is_device_erro
 from evoteam.gpu_bench.bindings.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SafetensorsInput, Solution, Workload
 from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, TimingStats
-from evoteam.gpu_bench.verify.compare import Errors, Mismatch, compare
+from evoteam.gpu_bench.verify.compare import Errors, Mismatch, ToleranceRule, compare
 from evoteam.gpu_bench.verify.inputs import Value, make_inputs, perturbed, perturbed_values
 from evoteam.gpu_bench.verify.integrity import active_modes
 
@@ -40,6 +40,8 @@ class EvalConfig(BaseModel):
     """Fresh-input trials per workload (at least 3); one more reuses the previous trial's buffers."""
     atol: float = 1e-2
     rtol: float = 1e-2
+    rule: ToleranceRule = "flashinfer"
+    """How atol and rtol combine (``verify/compare.py``)."""
     seed: int = 0
     timing: TimingConfig = Field(default_factory=TimingConfig)
     measure: bool = True
@@ -277,7 +279,7 @@ def check_outputs(
                 EvaluationStatus.INCORRECT_DTYPE,
                 f"output {name!r} has dtype {value.dtype}, expected {spec.dtype}",
             )
-        result = compare(name, value, ref.to(torch_dtype(spec.dtype)), config.atol, config.rtol)
+        result = compare(name, value, ref.to(torch_dtype(spec.dtype)), config.atol, config.rtol, config.rule)
         if isinstance(result, Mismatch):
             return result
         worst = Errors(

@@ -69,7 +69,7 @@ class TaskEvaluations:
         self.workloads = workloads if workloads is not None else task.load_workloads()
         self.baseline = baseline if baseline is not None else task.baseline_solution(self.definition)
         """What candidates are timed against: the run's incumbent (its start kernel), else the task's baseline."""
-        self.config = config or EvalConfig(atol=task.tolerance.atol, rtol=task.tolerance.rtol)
+        self.config = config or EvalConfig(**task.tolerance.model_dump())
         self._evaluator = evaluator
         self._lock = threading.Lock()
 

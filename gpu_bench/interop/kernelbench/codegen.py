@@ -75,10 +75,19 @@ def forward(cls, inputs):
     model = model_for(cls, inputs)
     with torch.no_grad():
         return model(*inputs)
+
+
+def trial_inputs(seed, device):
+    """get_inputs() under torch.manual_seed(seed), on the CPU, then moved to device: how KernelBench draws the
+    inputs of each correctness trial. evoteam's evaluator calls it with a fresh seed per trial."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        values = list(PROBLEM["get_inputs"]())
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 ''')
 
 PRELUDE_NAMES = frozenset(
-    {"torch", "SEED", "PROBLEM_SOURCE", "PROBLEM", "init_inputs", "build", "model_for", "forward"}
+    {"torch", "SEED", "PROBLEM_SOURCE", "PROBLEM", "init_inputs", "build", "model_for", "forward", "trial_inputs"}
 )
 """Module-level names of the generated code, which a ``run`` parameter must not shadow."""
 

@@ -5,11 +5,12 @@ The problem runs once here, on the CPU, at the chosen sizes: ``get_inputs()`` gi
 exactly one has it), ``Model(*get_init_inputs())(*inputs)`` its outputs. The reference is generated code that
 embeds the problem's source (see ``kernelbench_codegen``), so the definition needs no file beside it.
 
-Inputs of the workload (``inputs="auto"``): a floating-point tensor that ``get_inputs()`` draws like
-``torch.randn`` is drawn afresh by the evaluator for every trial (standard normal), which keeps its trust checks
-(fresh values per trial, buffer reuse) working; any other tensor (``torch.rand``, a softmax, a triangular
-matrix, indices, labels, masks: values whose range or structure only the problem knows) is what
-``get_inputs()`` gave under ``torch.manual_seed(seed)``, stored in a safetensors blob. ``"recorded"`` stores
+Inputs of the workload (``inputs="trial"``, the default): every tensor is what ``get_inputs()`` gives under
+the trial's own seed, as KernelBench draws the inputs of each correctness trial: the reference's
+``trial_inputs(seed, device)`` calls it (``generated`` workload inputs), so each trial sees values no candidate
+has seen, with the range and structure the problem gives them. ``"auto"``: a floating-point tensor that
+``get_inputs()`` draws like ``torch.randn`` is drawn by the evaluator (standard normal), any other is what
+``get_inputs()`` gave under ``torch.manual_seed(seed)``, stored in a safetensors blob; ``"recorded"`` stores
 every tensor, ``"random"`` draws every float tensor. Scalars from ``get_inputs()`` are scalar inputs.
 
 Candidates are ``python``-binding solutions of two files: ``kernelbench_run.py`` (the adapter, entry ``run``)
@@ -55,6 +56,7 @@ from evoteam.gpu_bench.schema import (
     BuildSpec,
     Definition,
     DType,
+    GeneratedInput,
     Language,
     RandomInput,
     SafetensorsInput,
@@ -74,6 +76,7 @@ SCALE_MIN = 8
 """``--scale`` leaves integer constants below this alone (kernel sizes, strides, small channel counts)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _FORWARD = "Model(*get_init_inputs())(*get_inputs())"
+InputMode = Literal["trial", "auto", "random", "recorded"]
 
 
 class KernelBenchError(ValueError):
@@ -91,8 +94,9 @@ class ImportOptions(BaseModel):
     """Multiply every integer constant of at least ``SCALE_MIN`` that is a dimension of an input or output."""
     seed: int = DEFAULT_SEED
     target: str = "cpu"
-    inputs: Literal["auto", "random", "recorded"] = "auto"
-    """Which float tensors the evaluator draws afresh: those drawn like torch.randn, all, or none."""
+    inputs: InputMode = "trial"
+    """``trial``: every tensor from get_inputs() under each trial's seed; otherwise which float tensors the
+    evaluator draws afresh (standard normal): those drawn like torch.randn (``auto``), all, or none."""
     model_new: str | None = None
     """Source of the starting ``model_new.py`` (default: the problem with ``class ModelNew(Model)`` added)."""
 
@@ -208,6 +212,8 @@ def import_problem(problem: Path, options: ImportOptions | None = None) -> Impor
     }
     specs, blobs, notes = _input_specs(given, options.inputs, f"blobs/{name}.safetensors")
     notes += _finite_on_random_inputs(run, values, outputs, specs)
+    if options.inputs != "random":
+        notes += _identity_outputs(given, dict(zip(out_names, outputs, strict=True)))
     definition = Definition(
         name=name,
         op_type=OP_TYPE,
@@ -237,7 +243,7 @@ def import_problem(problem: Path, options: ImportOptions | None = None) -> Impor
 
 
 def _input_specs(
-    given: dict[str, Any], mode: Literal["auto", "random", "recorded"], blob_path: str
+    given: dict[str, Any], mode: InputMode, blob_path: str
 ) -> tuple[dict[str, InputSpec], dict[str, torch.Tensor], list[str]]:
     """How the workload makes each input, the tensors to record, and a note for each float tensor recorded."""
     specs: dict[str, InputSpec] = {}
@@ -246,6 +252,9 @@ def _input_specs(
     for n, value in given.items():
         if not isinstance(value, torch.Tensor):
             specs[n] = ScalarInput(type="scalar", value=value)
+            continue
+        if mode == "trial":
+            specs[n] = GeneratedInput(type="generated")
             continue
         floating = value.dtype.is_floating_point
         why = not_like_randn(value) if floating and mode == "auto" else None
@@ -396,3 +405,22 @@ def _finite_on_random_inputs(
     if all(isinstance(o, torch.Tensor) and bool(o.isfinite().all()) for o in again):
         return []
     return ["the reference gives NaN or inf on standard normal inputs; --inputs recorded keeps get_inputs()'s values"]
+
+
+def _identity_outputs(inputs: dict[str, Any], outputs: dict[str, torch.Tensor]) -> list[str]:
+    """A note for each output equal to an input on get_inputs()'s values: there a candidate that returns its
+    input unchanged (``x.clone()``, an in-place op that changes nothing) passes, so the problem's inputs do not
+    tell it apart from the real computation (``torch.rand``'s values under a ReLU, for instance)."""
+    notes = []
+    for out_name, out in outputs.items():
+        same = [
+            n
+            for n, v in inputs.items()
+            if isinstance(v, torch.Tensor) and v.shape == out.shape and v.dtype == out.dtype and torch.equal(v, out)
+        ]
+        if same:
+            notes.append(
+                f"output {out_name!r} equals input {same[0]!r} on get_inputs()'s values: a candidate that returns "
+                "its input unchanged passes there; --inputs random draws standard normal values instead"
+            )
+    return notes

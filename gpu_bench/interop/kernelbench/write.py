@@ -18,11 +18,20 @@ from pathlib import Path
 
 from evoteam.gpu_bench.interop.kernelbench.codegen import ADAPTER_FILE, ENTRY, MODEL_NEW_FILE
 from evoteam.gpu_bench.interop.kernelbench.problem import ImportedProblem, KernelBenchError
-from evoteam.gpu_bench.schema import Trace
+from evoteam.gpu_bench.schema import DType, Trace
 from evoteam.gpu_bench.task import CONFIG_NAME, TaskError, load_tasks
 
-TOLERANCE = 1e-2
-"""KernelBench's atol and rtol."""
+HALF_TOLERANCE = 1e-2
+"""KernelBench's atol and rtol for float16 and bfloat16 outputs (``get_tolerance_for_precision``)."""
+FULL_TOLERANCE = 1e-4
+"""KernelBench's atol and rtol for float32 (torchbench's), which evoteam also uses for float64 and integers."""
+
+
+def tolerance(problem: ImportedProblem) -> float:
+    """KernelBench's atol = rtol for the problem's outputs, checked with torch.allclose's rule: 1e-2 when an
+    output is float16 or bfloat16, else 1e-4."""
+    half = any(spec.dtype in (DType.FLOAT16, DType.BFLOAT16) for spec in problem.definition.outputs.values())
+    return HALF_TOLERANCE if half else FULL_TOLERANCE
 
 
 def write_task(problem: ImportedProblem, out: Path) -> list[Path]:
@@ -87,7 +96,7 @@ def toml_entry(problem: ImportedProblem) -> str:
         ("workloads", _string(f"workloads/{name}.jsonl")),
         ("baseline", _string(f"solutions/{name}__model.json")),
         ("target", _string(problem.target)),
-        ("tolerance", f"{{ atol = {TOLERANCE}, rtol = {TOLERANCE} }}"),
+        ("tolerance", f'{{ atol = {tolerance(problem):g}, rtol = {tolerance(problem):g}, rule = "allclose" }}'),
     ]
     origin = problem.origin.replace("\n", " ").replace("\r", " ")
     lines = [
