@@ -125,6 +125,18 @@ def test_model_new_candidates_correct_and_wrong_through_the_evaluator(tmp_path: 
 
 
 @pytest.mark.integration
+@pytest.mark.slow
+def test_a_load_inline_model_new_builds_in_the_sandboxed_worker(tmp_path: Path, evaluator: Evaluator) -> None:
+    """The extension is built at import inside the worker, whose home folder is read-only: torch's extension
+    folder is in the build cache (about 30 s of g++)."""
+    task = imported(GEMM, tmp_path)
+    definition = task.load_definition()
+    candidate = candidate_solution(task, definition, SAMPLES / "model_new_gemm_load_inline.py")
+    result = evaluate(evaluator, task, candidate, task.baseline_solution(definition))
+    assert result.load_error is None and result.status == EvaluationStatus.PASSED, result.summary.worst
+
+
+@pytest.mark.integration
 def test_conv_model_new_gets_the_reference_weights_from_the_seed(tmp_path: Path, evaluator: Evaluator) -> None:
     task = imported(CONV, tmp_path)
     definition = task.load_definition()

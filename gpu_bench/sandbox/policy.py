@@ -44,7 +44,7 @@ KEPT_NAMES = frozenset(
     }
 )
 KEPT_PREFIXES = ("LC_", "CUDA_", "NVCC_", "NVIDIA_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH_", "PYTORCH_",
-                 "TRITON_", "EVOTEAM_")  # fmt: skip
+                 "TRITON_", "TORCHINDUCTOR_", "EVOTEAM_")  # fmt: skip
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSW", "CREDENTIAL", "AUTH", "COOKIE")
 
 SECRET_HOME_PATHS = (
@@ -81,6 +81,8 @@ def sandbox_environment(env: Mapping[str, str], tmpdir: Path) -> dict[str, str]:
     kept.setdefault("PATH", os.defpath)
     kept["TMPDIR"] = str(tmpdir)
     kept.setdefault("TRITON_CACHE_DIR", str(tmpdir / "triton"))
+    kept.setdefault("TORCH_EXTENSIONS_DIR", str(tmpdir / "torch_extensions"))
+    kept.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmpdir / "torchinductor"))
     kept[IN_SANDBOX_ENV] = "1"
     return kept
 

@@ -91,10 +91,21 @@ def signal_death(name: str) -> str:
 def confined(cmd: list[str], env: dict[str, str], folder: Path, cache: Path) -> tuple[list[str], dict[str, str]]:
     """``cmd`` (a worker) in this process's sandbox: writable are ``folder`` (its log; its ``TMPDIR`` below it),
     the build ``cache``, evoteam's cache folder (the flush helper) and the GPU lock folder, which stays the one
-    every worker and profiler of this machine shares (not one inside the private ``TMPDIR``)."""
+    every worker and profiler of this machine shares (not one inside the private ``TMPDIR``).
+
+    What Python candidates build at import goes to the build cache too: torch's C++/CUDA extensions
+    (``load_inline``, ``cpp_extension.load``: ``TORCH_EXTENSIONS_DIR``), torch.compile's Inductor and Triton.
+    Their defaults under the home folder are read-only in the sandbox. The interpreter's own folder leads
+    ``PATH``, so the ninja that torch's extension builder calls is the one installed beside evoteam."""
     locks = lock_folder()
     env = {**env, "EVOTEAM_GPU_LOCKS": str(locks)}
     env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
+    env["TORCH_EXTENSIONS_DIR"] = str(cache / "torch_extensions")
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "torchinductor")
+    scripts = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(
+        [scripts, *(p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != scripts)]
+    )
     writable = [folder, cache, default_cache_root().parent, locks]
     return sandbox.current().wrap(cmd, writable=writable, tmpdir=folder / "tmp", env=env)
 
