@@ -1,6 +1,8 @@
 """``evoteam bench``: evaluate one kernel (a task of evoteam.toml, or explicit files) and show the result.
 
-Exit codes: 0 every workload passed, 1 the candidate failed somewhere, 2 bad input (one error line).
+Exit codes: 0 every workload passed, 1 the candidate failed somewhere (a candidate that does not build or
+load is COMPILE_ERROR), 2 bad input (one error line). Under ``--json`` stdout is one JSON object in every
+case: the result, or ``{"status": "ERROR", "error": ...}``.
 """
 
 from __future__ import annotations
@@ -95,10 +97,18 @@ def run(args: argparse.Namespace) -> int:
         return _bench(job, args)
     except (TaskError, BenchInputError, WorkerStartError) as exc:
         print(f"evoteam bench: error: {exc}", file=sys.stderr)
+        _json_error(args, str(exc))
         return 2
     except KeyboardInterrupt:
         print("evoteam bench: interrupted", file=sys.stderr)
+        _json_error(args, "interrupted")
         return 130
+
+
+def _json_error(args: argparse.Namespace, message: str) -> None:
+    """Under ``--json`` stdout holds one JSON object whatever happens: on an error, its status and message."""
+    if getattr(args, "json", False):
+        print(json.dumps({"status": "ERROR", "error": message}))
 
 
 def _job(args: argparse.Namespace) -> _Job:
@@ -224,8 +234,6 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
             )
     finally:
         runner.close()
-    if result.load_error:
-        raise BenchInputError(f"solution {job.candidate.name!r}: {result.load_error}")
     if args.emit_traces:
         emit_dataset(args.emit_traces, job.definition, [job.candidate], result.traces)
     if args.json:
@@ -238,6 +246,8 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
             "violations": result.violations,
             "diagnostics": [d.model_dump(mode="json") for d in result.build.diagnostics],
         }
+        if result.load_error:
+            payload["error"] = f"solution {job.candidate.name!r} does not load: {result.load_error}"
         print(json.dumps(payload))
     else:
         reporter.show(result, job.definition)

@@ -131,11 +131,28 @@ def test_definition_whose_reference_does_not_run_is_one_clear_error(tmp_path: Pa
     _one_error_line(evoteam("bench", *args, *QUICK), "broken reference")
 
 
-def test_missing_entry_point_is_one_clear_error(tmp_path: Path) -> None:
+def test_a_candidate_that_does_not_load_is_a_compile_error_also_in_json(tmp_path: Path) -> None:
     solution = kernel_solution("honest.cpp", symbol="no_such_kernel")
     args = files(tmp_path)
     args[5] = write_solution(tmp_path, solution)
-    _one_error_line(evoteam("bench", *args, *QUICK), "'no_such_kernel' is not exported")
+    proc = evoteam("bench", *args, *QUICK)
+    assert proc.returncode == 1, proc.stderr
+    assert "COMPILE_ERROR" in proc.stdout and "'no_such_kernel' is not exported" in proc.stdout
+    proc = evoteam("bench", *args, *QUICK, "--json")
+    assert proc.returncode == 1, proc.stderr
+    payload = json.loads(proc.stdout)  # one JSON object, nothing else on stdout
+    assert payload["status"] == "COMPILE_ERROR" and "'no_such_kernel' is not exported" in payload["error"]
+    assert {t["evaluation"]["status"] for t in payload["traces"]} == {"COMPILE_ERROR"}
+
+
+def test_json_prints_one_object_for_bad_input_too(tmp_path: Path) -> None:
+    args = files(tmp_path)
+    args[1] = tmp_path / "missing.json"
+    proc = evoteam("bench", *args, *QUICK, "--json")
+    assert proc.returncode == 2
+    payload = json.loads(proc.stdout)
+    assert payload["status"] == "ERROR" and "definition file not found" in payload["error"]
+    assert proc.stderr.strip().splitlines()[-1].startswith("evoteam bench: error:")
 
 
 def test_unknown_kernel_name_lists_the_known_ones() -> None:
