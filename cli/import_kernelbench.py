@@ -27,13 +27,14 @@ def add_parser(kinds: Any) -> None:
         nargs="+",
         default=[],
         metavar="NAME=VALUE",
-        help="set a module-level constant (batch_size=8) before get_inputs() and get_init_inputs() run",
+        help="set a module-level constant (batch_size=8, input_shape=(64,), layer_sizes=[32,16]) before "
+        "get_inputs() and get_init_inputs() run",
     )
     p.add_argument(
         "--scale",
         type=float,
-        help="multiply every integer constant (at least 8) that sizes an input or output by F (a multiple of 8 "
-        "stays one); --size-override values win",
+        help="multiply every integer constant (at least 8, also inside a tuple or list) that sizes an input or "
+        "output by F (a multiple of 8 stays one); a size it cannot reach is noted; --size-override values win",
     )
     p.add_argument(
         "--seed",

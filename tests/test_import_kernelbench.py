@@ -448,6 +448,62 @@ def test_scale_changes_the_size_constants_only(tmp_path: Path, capsys: pytest.Ca
     assert "sizes changed: N=24" in capsys.readouterr().out
 
 
+HINGE = """import torch
+from torch.distributions import Pareto
+
+
+class Model(torch.nn.Module):
+    def forward(self, predictions, targets):
+        return torch.mean(torch.clamp(1 - predictions * targets, min=0))
+
+
+batch_size = 4096
+input_shape = (4096,)
+
+
+def get_inputs():
+    predictions = Pareto(0.01, 1.5).sample((batch_size, *input_shape))
+    targets = torch.randint(0, 2, (batch_size,)).float() * 2 - 1
+    return [predictions, targets]
+"""
+
+
+@pytest.mark.unit
+def test_sizes_inside_tuples_and_lists_are_overridden_and_scaled(tmp_path: Path) -> None:
+    problem = tmp_path / "hinge.py"
+    problem.write_text(HINGE)  # KernelBench's HingeLoss layout: a tuple constant, a sampler meta tensors lack
+    # predictions * targets broadcasts (batch, n) with (batch,): n must equal batch_size, as in KernelBench
+    small = import_problem(problem, ImportOptions(overrides={"batch_size": 16, "input_shape": (16,)}))
+    assert small.definition.const_axes() == {"batch_size": 16}
+    assert small.definition.inputs["predictions"].shape == ["batch_size", "batch_size"]
+    assert "input_shape = (16,)" in small.model_new
+    scaled = import_problem(problem, ImportOptions(scale=1 / 64))
+    assert scaled.sizes == {"batch_size": 64, "input_shape": (64,)}
+    mlp = tmp_path / "mlp.py"
+    mlp.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self, sizes):\n        super().__init__()\n"
+        "        self.layers = torch.nn.Sequential(*(torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])))\n\n"
+        "    def forward(self, x):\n        return self.layers(x)\n\n\nlayer_sizes = [256, 512, 128]\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, layer_sizes[0])]\n\n\n"
+        "def get_init_inputs():\n    return [layer_sizes]\n"
+    )
+    assert import_problem(mlp, ImportOptions(scale=0.25)).sizes == {"layer_sizes": [64, 128, 32]}
+    assert import_cli(mlp, "--out", tmp_path / "o", "--size-override", "layer_sizes=[16, 8]") == 0
+    assert find_task("mlp", tmp_path / "o").load_definition().outputs["output"].shape is not None
+
+
+@pytest.mark.unit
+def test_scale_says_which_sizes_it_cannot_change(tmp_path: Path) -> None:
+    problem = tmp_path / "inline.py"
+    problem.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n\n"
+        "batch_size = 64\n\n\ndef get_inputs():\n    return [torch.randn(batch_size, 4096)]\n"
+    )
+    imported = import_problem(problem, ImportOptions(scale=0.25))
+    assert imported.sizes == {"batch_size": 16}
+    assert any(n.startswith("--scale cannot change size 4096: no module-level constant") for n in imported.notes)
+
+
 BAD = {
     "no_model.py": ("import torch\n\n\ndef get_inputs():\n    return [torch.randn(2)]\n", "defines no Model"),
     "no_inputs.py": ("import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n", "defines no get_inputs"),
@@ -490,7 +546,8 @@ def test_bad_problem_files_are_one_error_line_and_exit_2(
     [
         (["--size-override", "nope=3"], "assigns no module-level nope (it assigns: N)"),
         (["--size-override", "N"], "is not NAME=VALUE"),
-        (["--size-override", "N=big"], "'big' is not a number"),
+        (["--size-override", "N=big"], "'big' is not a number or a tuple or list of numbers"),
+        (["--size-override", "N=(1, 'a')"], "is not a number or a tuple or list of numbers"),
         (["--scale", "-1"], "--scale must be positive"),
         (["--name", "bad name"], "task name 'bad name'"),
     ],

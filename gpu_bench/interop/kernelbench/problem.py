@@ -41,7 +41,14 @@ from evoteam.gpu_bench.interop.kernelbench.codegen import (
     reference_code,
     starting_model_new,
 )
-from evoteam.gpu_bench.interop.kernelbench.source import SourceError, find_constants, parse, rewrite, scaled
+from evoteam.gpu_bench.interop.kernelbench.source import (
+    SourceError,
+    Value,
+    find_constants,
+    parse,
+    rewrite,
+    scaled,
+)
 from evoteam.gpu_bench.interop.kernelbench.values import (
     const_axes,
     describe,
@@ -88,7 +95,7 @@ class ImportOptions(BaseModel):
 
     name: str | None = None
     """Task and definition name (default: from the file name, ``kb_`` in front of a leading digit)."""
-    overrides: dict[str, bool | int | float] = Field(default_factory=dict)
+    overrides: dict[str, Value] = Field(default_factory=dict)
     """Module-level constants to set before ``get_inputs()`` and ``get_init_inputs()`` run (after ``scale``)."""
     scale: float | None = Field(default=None, gt=0)
     """Multiply every integer constant of at least ``SCALE_MIN`` that is a dimension of an input or output."""
@@ -114,7 +121,7 @@ class ImportedProblem:
     baseline_model_new: str
     """The problem's own Model as ModelNew: what candidates are measured against."""
     blobs: dict[str, torch.Tensor]
-    sizes: dict[str, bool | int | float]
+    sizes: dict[str, Value]
     """The constants that were changed, with their new values."""
     target: str
     notes: list[str] = field(default_factory=list)
@@ -175,9 +182,11 @@ def import_problem(problem: Path, options: ImportOptions | None = None) -> Impor
     origin, seed = problem.name, options.seed
     try:
         _check_shape_of_file(parse(original, origin), origin)
-        sizes: dict[str, bool | int | float] = {}
+        sizes: dict[str, Value] = {}
+        scale_notes: list[str] = []
         if options.scale is not None:
-            sizes.update(_scaled_sizes(original, origin, options.scale, seed))
+            scaled_sizes, scale_notes = _scaled_sizes(original, origin, options.scale, seed)
+            sizes.update(scaled_sizes)
         sizes.update(options.overrides)
         source = rewrite(original, sizes, origin)
     except SourceError as exc:
@@ -211,6 +220,7 @@ def import_problem(problem: Path, options: ImportOptions | None = None) -> Impor
         for n, t in zip(out_names, outputs, strict=True)
     }
     specs, blobs, notes = _input_specs(given, options.inputs, f"blobs/{name}.safetensors")
+    notes = scale_notes + notes
     notes += _finite_on_random_inputs(run, values, outputs, specs)
     if options.inputs != "random":
         notes += _identity_outputs(given, dict(zip(out_names, outputs, strict=True)))
@@ -272,7 +282,7 @@ def _description(
     origin: str,
     model: type[torch.nn.Module],
     named_sizes: dict[str, int],
-    sizes: dict[str, bool | int | float],
+    sizes: dict[str, Value],
     seed: int,
 ) -> str:
     doc = inspect.getdoc(model)
@@ -359,13 +369,21 @@ def _dtype(value: torch.Tensor, what: str, origin: str) -> DType:
     return dtype
 
 
-def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> dict[str, int]:
+def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> tuple[dict[str, Value], list[str]]:
     """The integer constants (at least ``SCALE_MIN``) that are a dimension of an input, or of an output when
-    the model runs on torch's meta device, each times ``factor``."""
+    the model runs on torch's meta device, each times ``factor``; in a tuple or list constant that holds such
+    a dimension (``input_shape = (4096,)``, ``layer_sizes = [400, 800]``) every integer of at least
+    ``SCALE_MIN``, hidden sizes included; and a note for each such dimension that no constant holds (a size written
+    inside ``get_inputs()``), which ``--scale`` cannot change."""
     namespace = _exec(prelude(source, seed, origin), origin)
     meta = torch.device("meta")
-    with meta:
-        values = _call(lambda: namespace["PROBLEM"]["get_inputs"](), origin, "--scale: get_inputs() on the meta device")
+    constants = find_constants(source, origin)
+    try:
+        with meta:
+            values = namespace["PROBLEM"]["get_inputs"]()
+    except Exception:  # get_inputs() needs values (a distribution's sampler): any large integer may be a size
+        numbers = [v for c in constants.values() for v in _numbers(c.literal)]
+        values = [torch.empty(0, *(v for v in numbers if isinstance(v, int) and v >= SCALE_MIN), device=meta)]
     dims = {d for v in values if isinstance(v, torch.Tensor) for d in v.shape}
     try:
         with meta:
@@ -374,12 +392,38 @@ def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> dict[st
         dims |= {d for o in outputs if isinstance(o, torch.Tensor) for d in o.shape}
     except Exception:  # an op without a meta kernel: the input dimensions alone decide
         pass
-    constants = find_constants(source, origin)
-    return {
-        n: scaled(c.literal, factor)
-        for n, c in constants.items()
-        if type(c.literal) is int and c.literal >= SCALE_MIN and c.literal in dims
-    }
+
+    def scalable(v: object) -> bool:
+        return type(v) is int and v >= SCALE_MIN and v in dims
+
+    sizes: dict[str, Value] = {}
+    held: set[int] = set()
+    for n, c in constants.items():
+        literal = c.literal
+        if scalable(literal):
+            assert isinstance(literal, int)
+            sizes[n], held = scaled(literal, factor), held | {literal}
+        elif isinstance(literal, tuple | list) and any(scalable(v) for v in literal):
+            # sizes of one group (an MLP's layer sizes): the hidden ones scale with those that are dimensions
+            group = {v for v in literal if isinstance(v, int) and v >= SCALE_MIN}
+            items = [scaled(v, factor) if isinstance(v, int) and v in group else v for v in literal]
+            sizes[n] = tuple(items) if isinstance(literal, tuple) else items
+            held |= group
+    # a dimension equal to a constant that is not literal (dim2 = dim * 2) follows that constant
+    computed = {v for n, v in namespace["PROBLEM"].items() if type(v) is int and n in constants}
+    stuck = sorted(d for d in dims if d >= SCALE_MIN and d not in held and d not in computed)
+    notes = [
+        f"--scale cannot change size {d}: no module-level constant (a number, tuple or list) holds it "
+        "(it is written where it is used); set it in the file, or leave it"
+        for d in stuck
+    ]
+    return sizes, notes
+
+
+def _numbers(literal: object) -> list[int | float]:
+    """The numbers of a constant's literal value: itself, or the items of a tuple or list; bools are not."""
+    items = list(literal) if isinstance(literal, tuple | list) else [literal]
+    return [v for v in items if isinstance(v, int | float) and not isinstance(v, bool)]
 
 
 def _finite_on_random_inputs(

@@ -1,8 +1,9 @@
 """The module-level constants of a KernelBench problem (``batch_size = 16``) and rewriting them in its source.
 
 A KernelBench problem sets its sizes as top-level assignments that ``get_inputs()`` and ``get_init_inputs()``
-read. Overriding one replaces the assigned expression in the text, so everything computed from it at module
-level (``dim2 = dim * 2``) follows, and comments and layout stay as they were.
+read: numbers (``batch_size = 16``), or tuples and lists of numbers (``input_shape = (4096,)``,
+``layer_sizes = [400, 800]``). Overriding one replaces the assigned expression in the text, so everything
+computed from it at module level (``dim2 = dim * 2``) follows, and comments and layout stay as they were.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 _ARITHMETIC = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.expr_context)
+Number = int | float
+Value = bool | int | float | tuple[Number, ...] | list[Number]
+"""What a size override sets: a number, True/False, or a tuple or list of numbers."""
 
 
 class SourceError(ValueError):
@@ -27,8 +31,9 @@ class Constant:
     name: str
     text: str
     """The assigned expression as written."""
-    literal: int | float | None
-    """Its value when the expression is arithmetic on numbers only (``1024 * 2``), else None."""
+    literal: Number | tuple[Number, ...] | list[Number] | None
+    """Its value when the expression is arithmetic on numbers only (``1024 * 2``), or a tuple or list of such
+    expressions (``(batch_size // 2, 64)`` is not: it reads a name), else None."""
     start: int
     """Character offsets of the expression in the source."""
     end: int
@@ -75,19 +80,28 @@ def rewrite(source: str, values: Mapping[str, object], filename: str = "<problem
     return out
 
 
-def parse_override(text: str) -> tuple[str, int | float | bool]:
-    """``NAME=VALUE`` (VALUE a number or True/False) as a pair."""
+def parse_override(text: str) -> tuple[str, Value]:
+    """``NAME=VALUE`` (VALUE a number, True/False, or a tuple or list of numbers: ``input_shape=(64,)``) as a
+    pair."""
     name, sep, raw = text.partition("=")
     name, raw = name.strip(), raw.strip()
     if not sep or not name.isidentifier() or not raw:
         raise SourceError(f"size override {text!r} is not NAME=VALUE (for example batch_size=8)")
     try:
         value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         value = None
-    if not isinstance(value, int | float) or (isinstance(value, float) and not math.isfinite(value)):
-        raise SourceError(f"size override {text!r}: {raw!r} is not a number")
-    return name, value
+    if _number(value):
+        return name, value
+    if isinstance(value, tuple | list) and all(_number(v) and type(v) is not bool for v in value):
+        return name, value
+    raise SourceError(
+        f"size override {text!r}: {raw!r} is not a number or a tuple or list of numbers (input_shape=(64,))"
+    )
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not (isinstance(value, float) and not math.isfinite(value))
 
 
 def scaled(value: int, factor: float) -> int:
@@ -97,7 +111,17 @@ def scaled(value: int, factor: float) -> int:
     return max(1, round(value * factor))
 
 
-def _literal(node: ast.expr) -> int | float | None:
+def _literal(node: ast.expr) -> Number | tuple[Number, ...] | list[Number] | None:
+    if isinstance(node, ast.Tuple | ast.List):
+        items = [_number_literal(e) for e in node.elts]
+        if any(i is None for i in items):
+            return None
+        numbers = [i for i in items if i is not None]
+        return tuple(numbers) if isinstance(node, ast.Tuple) else numbers
+    return _number_literal(node)
+
+
+def _number_literal(node: ast.expr) -> Number | None:
     if not all(isinstance(n, _ARITHMETIC) for n in ast.walk(node)):
         return None
     if any(isinstance(n, ast.Constant) and type(n.value) not in (int, float) for n in ast.walk(node)):
