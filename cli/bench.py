@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoteam.gpu_bench.api import Constraints, Definition, Solution, ToleranceRule, Workload
+from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Solution, ToleranceRule, Workload
 
 
 @dataclass
@@ -40,7 +40,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--definition", type=Path, help="FlashInfer-Bench definition JSON")
     p.add_argument("--workloads", type=Path, help="workloads JSONL (FlashInfer-Bench workload traces)")
     p.add_argument("--solution", type=Path, help="candidate solution JSON (with a kernel: replaces its source)")
-    p.add_argument("--baseline", help="'reference' (default without a kernel) or a solution JSON")
+    p.add_argument(
+        "--baseline",
+        help="'reference' (default without a kernel), a solution JSON, or 'compile' (an imported KernelBench "
+        "task: its Model under torch.compile, KernelBench's compiled baseline)",
+    )
     p.add_argument("--blobs", type=Path, help="folder that safetensors input paths are relative to")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--emit-traces", type=Path, metavar="DIR", help="write traces in FlashInfer-Bench's layout")
@@ -131,6 +135,8 @@ def _job(args: argparse.Namespace) -> _Job:
         candidate = load_solution(args.solution) if args.solution else task.source_solution(definition)
         if args.baseline == "reference":
             baseline = reference_solution(definition, task.target)
+        elif args.baseline == "compile":
+            baseline = _compiled(task, definition)
         elif args.baseline:
             baseline = load_solution(Path(args.baseline))
         else:
@@ -145,6 +151,8 @@ def _job(args: argparse.Namespace) -> _Job:
         definition = load_definition(args.definition)
         workloads = load_workloads(args.workloads)
         candidate = load_solution(args.solution)
+        if args.baseline == "compile":
+            raise TaskError("--baseline compile needs a kernel name (an imported KernelBench task)")
         if args.baseline and args.baseline != "reference":
             baseline = load_solution(Path(args.baseline))
         else:
@@ -167,6 +175,15 @@ def _job(args: argparse.Namespace) -> _Job:
         rule,
         constraints,
     )
+
+
+def _compiled(task: KernelTask, definition: Definition) -> Solution:
+    from evoteam.gpu_bench.api import KernelBenchError, TaskError, compiled_baseline
+
+    try:
+        return compiled_baseline(task, definition)
+    except KernelBenchError as exc:
+        raise TaskError(str(exc)) from None
 
 
 def _bench(job: _Job, args: argparse.Namespace) -> int:

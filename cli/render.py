@@ -123,6 +123,10 @@ class Reporter:
             )
         else:
             self._out.print(f"[bold red]{result.status.value}[/bold red]  {s.passed}/{s.total} workloads passed")
+        if s.fast_p:
+            self._out.print(
+                "fast_p: " + " · ".join(f"{k} {v:.0%}" for k, v in s.fast_p.items()), markup=False, highlight=False
+            )
 
 
 def resources_table(resources: list[KernelResources]) -> Table:

@@ -27,7 +27,7 @@ from evoteam.gpu_bench.interop.flashinfer.export import ExportError, export_flas
 from evoteam.gpu_bench.interop.flashinfer.importer import FlashInferImportError, import_flashinfer
 from evoteam.gpu_bench.interop.flashinfer.importer import ImportOptions as FlashInferImportOptions
 from evoteam.gpu_bench.interop.kernelbench.problem import ImportOptions as KernelBenchImportOptions
-from evoteam.gpu_bench.interop.kernelbench.problem import KernelBenchError, import_problem
+from evoteam.gpu_bench.interop.kernelbench.problem import KernelBenchError, compiled_baseline, import_problem
 from evoteam.gpu_bench.interop.kernelbench.source import SourceError, parse_override
 from evoteam.gpu_bench.interop.kernelbench.write import write_task
 from evoteam.gpu_bench.machine import MachineFacts, machine_facts
@@ -180,6 +180,7 @@ __all__ = [
     "check_file",
     "check_solution",
     "checkable",
+    "compiled_baseline",
     "cpu_name",
     "current_sandbox",
     "dataset_root",

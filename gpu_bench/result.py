@@ -78,6 +78,28 @@ class Summary(BaseModel):
     total: int
     passed: int
     worst: Worst | None
+    fast_p: dict[str, float] = Field(default_factory=dict)
+    """KernelBench's fast_p for p in ``FAST_P``: the share of workloads that PASSED with a speedup over p
+    (``fast_0`` is the share that passed), keys ``fast_0``, ``fast_1``, ``fast_1.5``, ``fast_2``."""
+
+
+FAST_P = (0.0, 1.0, 1.5, 2.0)
+
+
+def fast_p(results: list[WorkloadResult]) -> dict[str, float]:
+    """KernelBench's fast_p over ``results``: correct (PASSED) and, for p > 0, a speedup (the point estimate)
+    over p, as a share of all of them."""
+    if not results:
+        return {}
+    shares: dict[str, float] = {}
+    for p in FAST_P:
+        hits = sum(
+            1
+            for r in results
+            if r.status == EvaluationStatus.PASSED and (p == 0 or (r.speedup is not None and r.speedup > p))
+        )
+        shares[f"fast_{p:g}"] = hits / len(results)
+    return shares
 
 
 class CandidateResult(BaseModel):
@@ -124,6 +146,7 @@ def summarize(results: list[WorkloadResult], geomean_ci: tuple[float, float] | N
         total=len(results),
         passed=len(passed),
         worst=worst,
+        fast_p=fast_p(results),
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import TESTS, quick_config
+from conftest import REPO, TESTS, quick_config
 from evoteam.cli import import_kernelbench
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.interop.kernelbench.problem import (
@@ -425,6 +425,29 @@ def test_evoteam_bench_runs_an_imported_task(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     payload = json.loads(proc.stdout)
     assert payload["status"] == "PASSED" and payload["summary"]["total"] == 1
+    assert payload["summary"]["fast_p"]["fast_0"] == 1.0
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_bench_against_the_torch_compile_baseline(tmp_path: Path) -> None:
+    """KernelBench's compiled baseline: the problem's Model under torch.compile (Inductor builds C++ in the
+    sandboxed worker; its first call, a correctness trial, compiles)."""
+    assert import_cli(GEMM, "--out", tmp_path, "--size-override", *SMALL[GEMM], "--name", "gemm") == 0
+    bench = [sys.executable, "-m", "evoteam.cli.main", "bench", "gemm", "--json", "--max-time", "0.05"]
+    proc = subprocess.run(
+        [*bench, "--baseline", "compile"], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["status"] == "PASSED" and {t["solution"] for t in payload["traces"]} == {"gemm"}
+    assert "fast_p" in payload["summary"]
+    # a task that is not an imported KernelBench problem has no compiled baseline: one error, exit 2
+    proc = subprocess.run(
+        [sys.executable, "-m", "evoteam.cli.main", "bench", "rmsnorm_tuned", "--baseline", "compile", "--json"],
+        cwd=REPO / "examples" / "rmsnorm", capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "needs an imported KernelBench task" in json.loads(proc.stdout)["error"]
 
 
 @pytest.mark.unit

@@ -83,6 +83,27 @@ def test_summary_geomean_mean_faster_and_worst() -> None:
     failed = summarize([*results, WorkloadResult(uuid="d", axes={}, status=EvaluationStatus.TIMEOUT, reason="slow")])
     assert failed.geomean_speedup is None and failed.mean_speedup is None
     assert failed.worst is not None and failed.worst.status == EvaluationStatus.TIMEOUT
+    # KernelBench's fast_p: passed with a speedup over p, as a share of all four workloads
+    assert failed.fast_p == {"fast_0": 0.75, "fast_1": 0.5, "fast_1.5": 0.5, "fast_2": 0.25}
+
+
+@pytest.mark.unit
+def test_torchs_own_dynamo_wrapper_is_not_tampering_but_a_lookalike_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evoteam.gpu_bench.verify import integrity
+
+    before = integrity.snapshot()
+    original = torch.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(original))  # what importing torch._dynamo does
+    assert integrity.tampered(before) == []
+
+    def lookalike(seed: int) -> object:
+        return original(0)
+
+    lookalike.__wrapped__ = original  # type: ignore[attr-defined]
+    monkeypatch.setattr(torch, "manual_seed", lookalike)
+    assert integrity.tampered(before) == ["torch.manual_seed"]
+    monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(lookalike))  # torch's wrapper of another function
+    assert integrity.tampered(before) == ["torch.manual_seed"]
 
 
 @pytest.mark.integration

@@ -49,20 +49,46 @@ Snapshot = dict[str, int]
 
 def snapshot() -> Snapshot:
     """The identity of every attribute, as attribute lookup would find it (classes: along the MRO)."""
-    entries: Snapshot = {}
+    return {key: id(value) for key, value in _entries()}
+
+
+def tampered(before: Snapshot) -> list[str]:
+    """Names that were replaced or removed since ``before`` (names added later are not compared). torch's own
+    wrapping of a function on first use of ``torch.compile`` (importing ``torch._dynamo`` replaces
+    ``torch.manual_seed`` with ``torch._disable_dynamo(torch.manual_seed)``) is not a replacement."""
+    now = dict(_entries())
+    changed = []
+    for name, ident in before.items():
+        value = now.get(name, _MISSING)
+        if id(value) != ident and not _dynamo_disabled(value, ident):
+            changed.append(name)
+    return sorted(changed)
+
+
+_MISSING = object()
+_DISABLE = getattr(torch, "_disable_dynamo", None)
+_DISABLED_CODE = getattr(_DISABLE(lambda: None), "__code__", None) if _DISABLE is not None else None
+"""The code of the wrapper ``torch._disable_dynamo`` makes (the same code object for every function)."""
+
+
+def _dynamo_disabled(value: object, original: int) -> bool:
+    """Whether ``value`` is torch's ``_disable_dynamo`` wrapper around the object whose id is ``original``: it
+    calls that object and nothing else (a wrapper's code cannot be torch's unless torch made it)."""
+    return (
+        _DISABLED_CODE is not None
+        and getattr(value, "__code__", None) is _DISABLED_CODE
+        and id(getattr(value, "__wrapped__", None)) == original
+    )
+
+
+def _entries() -> list[tuple[str, object]]:
+    entries: list[tuple[str, object]] = []
     harness = {name: sys.modules[name] for name in _HARNESS if name in sys.modules}
     for prefix, namespace in {**_WATCHED, **harness}.items():
         owners = reversed(namespace.__mro__) if isinstance(namespace, type) else [namespace]
         for owner in owners:
-            for name, value in list(vars(owner).items()):
-                entries[f"{prefix}.{name}"] = id(value)
+            entries += [(f"{prefix}.{name}", value) for name, value in list(vars(owner).items())]
     return entries
-
-
-def tampered(before: Snapshot) -> list[str]:
-    """Names that were replaced or removed since ``before`` (names added later are not compared)."""
-    now = snapshot()
-    return sorted(name for name, ident in before.items() if now.get(name) != ident)
 
 
 def active_modes() -> list[str]:

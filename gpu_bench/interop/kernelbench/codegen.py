@@ -154,6 +154,27 @@ class ModelNew(Model):
 """
 
 
+_COMPILED_MODEL_NEW = """
+
+# evoteam: KernelBench's compiled baseline, the problem's Model under torch.compile (Inductor, default mode).
+# Model is built first, right after the seed, so it has the reference's weights; the first call compiles.
+class ModelNew(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.model = Model(*args, **kwargs)
+        self.compiled = torch.compile(self.model)
+
+    def forward(self, *inputs):
+        return self.compiled(*inputs)
+"""
+
+
+def compiled_model_new(model_new: str) -> str:
+    """A ModelNew file (the baseline's: the problem with ``class ModelNew(Model)``) with its ModelNew replaced by
+    the problem's Model under ``torch.compile``, defined last so it wins."""
+    return model_new.rstrip() + "\n" + _COMPILED_MODEL_NEW
+
+
 def prelude(source: str, seed: int, origin: str) -> str:
     return _PRELUDE.substitute(source=repr(source), seed=seed, origin=origin.replace('"', "'"))
 

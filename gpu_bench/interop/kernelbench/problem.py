@@ -37,6 +37,7 @@ from evoteam.gpu_bench.interop.kernelbench.codegen import (
     MODEL_NEW_FILE,
     PRELUDE_NAMES,
     adapter_code,
+    compiled_model_new,
     prelude,
     reference_code,
     starting_model_new,
@@ -162,6 +163,29 @@ def candidate_solution(task: KernelTask, definition: Definition, model_new: Path
     sources = [SourceFile(path=ADAPTER_FILE, content=adapter), SourceFile(path=MODEL_NEW_FILE, content=candidate)]
     spec = task.build_spec()
     return Solution(name=name or model_new.stem, definition=definition.name, author="user", spec=spec, sources=sources)
+
+
+def compiled_baseline(task: KernelTask, definition: Definition) -> Solution:
+    """The imported task's baseline (the problem's Model) under ``torch.compile``: KernelBench's compiled
+    baseline, ``evoteam bench --baseline compile``."""
+    if task.source.name != ADAPTER_FILE:
+        raise KernelBenchError(
+            f"--baseline compile needs an imported KernelBench task; {task.name!r}'s source is not {ADAPTER_FILE}"
+        )
+    eager = task.baseline_solution(definition)
+    sources = [
+        SourceFile(path=f.path, content=compiled_model_new(f.content)) if f.path == MODEL_NEW_FILE else f
+        for f in eager.sources
+    ]
+    if [f.path for f in sources].count(MODEL_NEW_FILE) != 1:
+        raise KernelBenchError(f"{task.name!r}'s baseline has no {MODEL_NEW_FILE} to compile")
+    return eager.model_copy(
+        update={
+            "name": f"{eager.name}_compiled",
+            "sources": sources,
+            "description": "The KernelBench problem's Model under torch.compile, behind evoteam's adapter.",
+        }
+    )
 
 
 def default_name(problem: Path) -> str:
