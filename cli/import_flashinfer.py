@@ -35,7 +35,8 @@ def add_parser(kinds: Any) -> None:
         type=float,
         metavar="MB",
         help="leave out workloads whose tensors exceed MB MiB in all (e.g. 16 for references that run on a CPU "
-        "in seconds); a definition left with none gets small generated ones",
+        "in seconds; inf: no cap); a definition left with none gets small generated ones (default: 1/16 of the "
+        "memory the task runs in: the GPU's for a CUDA target, else this machine's RAM)",
     )
     p.add_argument("--generate", type=int, default=3, metavar="N", help="workloads generated where none fit (3)")
     p.add_argument("--solution", type=Path, metavar="FILE", help="a FlashInfer-Bench Solution JSON as starting kernel")
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     except (TaskError, FlashInferImportError) as exc:
         print(f"evoteam import flashinfer: error: {exc}", file=sys.stderr)
         return 2
+    if report.cap is not None:
+        print(f"size cap: {report.cap.mb:g} MiB of tensors per workload ({report.cap.why})")
     for kernel in report.imported:
         where = "generated" if kernel.dataset_workloads == 0 else "from the dataset"
         count, synthetic = kernel.workload_count, kernel.synthetic_workloads

@@ -53,6 +53,14 @@ def add_parser(kinds: Any) -> None:
         "float tensor is drawn afresh; recorded: every tensor is get_inputs()'s",
     )
     p.add_argument(
+        "--max-mb",
+        type=float,
+        metavar="MB",
+        help="refuse a problem whose tensors exceed MB MiB at the chosen sizes, naming a --scale that fits "
+        "(default: 1/16 of the memory the task runs in: the GPU's for a CUDA target, else this machine's RAM; "
+        "inf: no cap)",
+    )
+    p.add_argument(
         "--model-new", type=Path, help="a KernelBench ModelNew file to start from (default: the problem's Model)"
     )
     p.set_defaults(run=run)
@@ -65,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.scale is not None and args.scale <= 0:
             raise KernelBenchError(f"--scale must be positive, not {args.scale}")
+        if args.max_mb is not None and not args.max_mb > 0:
+            raise KernelBenchError(f"--max-mb must be positive, not {args.max_mb}")
         overrides = dict(parse_override(text) for text in args.size_override)
         model_new = _read(args.model_new) if args.model_new else None
         options = ImportOptions(
@@ -75,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
             target=args.target,
             inputs=args.inputs,
             model_new=model_new,
+            max_mb=args.max_mb,
         )
         problem = import_problem(args.problem, options)
         written = write_task(problem, args.out)

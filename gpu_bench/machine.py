@@ -80,7 +80,7 @@ def machine_facts(root: Path = Path("/")) -> MachineFacts:
         cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
         simd=_simd(root),
         caches=_caches(root),
-        memory_gib=_memory(root),
+        memory_gib=memory_gib(root),
         gpus=_gpus(),
     )
 
@@ -113,7 +113,8 @@ def _caches(root: Path) -> list[str]:
     return found
 
 
-def _memory(root: Path) -> float | None:
+def memory_gib(root: Path = Path("/")) -> float | None:
+    """This machine's memory (``MemTotal``) in GiB, None where it cannot be read."""
     try:
         for line in (root / "proc" / "meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):

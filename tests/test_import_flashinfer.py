@@ -15,7 +15,9 @@ import pytest
 from conftest import SHARED_DATA
 from evoteam.cli import import_flashinfer as cli_import
 from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.interop import size_cap
 from evoteam.gpu_bench.interop.flashinfer.importer import ImportOptions, ImportReport, import_flashinfer
+from evoteam.gpu_bench.interop.size_cap import default_cap
 from evoteam.gpu_bench.interop.synth.workloads import SYNTHETIC_PREFIX, smallest_bytes
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import BenchInputError, LocalRunner
@@ -144,6 +146,41 @@ def test_definitions_without_workloads_get_generated_ones(tmp_path: Path) -> Non
 
 
 @pytest.mark.unit
+def test_the_default_size_cap_comes_from_the_memory_the_task_runs_in() -> None:
+    def ram() -> float:
+        return 64.0
+
+    def gpu() -> float:
+        return 141.0
+
+    def none() -> None:
+        return None
+
+    cpu = default_cap("cpu", ram=ram, gpu=gpu)
+    assert cpu is not None and cpu.mb == 64 * 1024 / 16 and "this machine's 64.0 GiB of RAM" in cpu.why
+    h200 = default_cap("sm_90a", ram=ram, gpu=gpu)
+    assert h200 is not None and h200.mb == round(141 * 1024 / 16, 1) and "the GPU's 141.0 GiB" in h200.why
+    here = default_cap("sm_100a", ram=ram, gpu=none)
+    assert here is not None and here.mb == cpu.mb and "no GPU seen here" in here.why
+    assert default_cap("cpu", ram=none, gpu=gpu) is None
+
+
+@pytest.mark.unit
+@needs_dataset
+def test_without_max_mb_the_default_cap_applies_and_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(size_cap, "memory_gib", lambda: 1 / 8)  # a 128 MiB machine: an 8 MiB cap
+    assert _cli(SHARED_DATA, "--definition", "rmsnorm_h128", "--out", tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "size cap: 8 MiB of tensors per workload (1/16 of this machine's 0.1 GiB of RAM" in out
+    assert "left out: workload " in out and "over the 8 MiB limit" in out
+    assert _cli(SHARED_DATA, "--definition", "rmsnorm_h128", "--out", tmp_path / "all", "--max-mb", "inf") == 0
+    out = capsys.readouterr().out
+    assert "size cap" not in out and "left out" not in out
+
+
+@pytest.mark.unit
 @needs_dataset
 def test_size_limit_leaves_large_workloads_out_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = _cli(
@@ -160,7 +197,9 @@ def test_size_limit_leaves_large_workloads_out_and_says_so(tmp_path: Path, capsy
     captured = capsys.readouterr()
     assert code == 1  # one definition was skipped
     assert "skipped gemm_n57344_k8192: its smallest workload (variable axes at small values) needs" in captured.err
-    assert "left out: " in captured.out and "over the 1 MiB limit" in captured.out
+    left_out = [line for line in captured.out.splitlines() if line.startswith("  left out: workload ")]
+    assert left_out and all(line.endswith("MiB of tensors, over the 1 MiB limit") for line in left_out)
+    assert "(M=" in left_out[0]  # one line per workload, with its axes
     assert set(_tasks(tmp_path)) == {"gemm_n128_k2048"}
     for workload in _tasks(tmp_path)["gemm_n128_k2048"].load_workloads():
         assert workload.axes["M"] * 2048 * 2 + 128 * 2048 * 2 + workload.axes["M"] * 128 * 2 <= 1 << 20

@@ -16,8 +16,10 @@ from safetensors.torch import load_file
 from conftest import REPO, TESTS, quick_config
 from evoteam.cli import import_kernelbench
 from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.interop import size_cap
 from evoteam.gpu_bench.interop.kernelbench.problem import (
     ImportOptions,
+    KernelBenchError,
     candidate_solution,
     default_name,
     import_problem,
@@ -516,6 +518,24 @@ def test_sizes_inside_tuples_and_lists_are_overridden_and_scaled(tmp_path: Path)
 
 
 @pytest.mark.unit
+def test_a_problem_over_the_size_cap_is_refused_with_a_scale_that_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    large = tmp_path / "softmax.py"  # KernelBench's current sizes: 4096 x 393216 floats, in and out: 12 GiB
+    large.write_text(SOFTMAX.read_text().replace("batch_size = 16", "batch_size = 4096").replace("16384", "393216"))
+    with pytest.raises(KernelBenchError) as refused:
+        import_problem(large, ImportOptions(max_mb=8))
+    assert "softmax.py: its tensors need 12288.0 MiB at these sizes, over the 8 MiB cap" in str(refused.value)
+    assert "--scale 0.015625 fits (3 MiB)" in str(refused.value)
+    fitted = import_problem(large, ImportOptions(max_mb=8, scale=0.015625))
+    assert fitted.definition.const_axes() == {"batch_size": 64, "dim": 6144}
+    monkeypatch.setattr(size_cap, "memory_gib", lambda: 1.0)  # the default: 1/16 of a 1 GiB machine
+    with pytest.raises(KernelBenchError) as refused:
+        import_problem(large)
+    assert "over the 64 MiB cap (1/16 of this machine's 1.0 GiB of RAM" in str(refused.value)
+
+
+@pytest.mark.unit
 def test_scale_says_which_sizes_it_cannot_change(tmp_path: Path) -> None:
     problem = tmp_path / "inline.py"
     problem.write_text(
@@ -572,6 +592,8 @@ def test_bad_problem_files_are_one_error_line_and_exit_2(
         (["--size-override", "N=big"], "'big' is not a number or a tuple or list of numbers"),
         (["--size-override", "N=(1, 'a')"], "is not a number or a tuple or list of numbers"),
         (["--scale", "-1"], "--scale must be positive"),
+        (["--max-mb", "0"], "--max-mb must be positive"),
+        (["--max-mb", "0.01"], "192.0 MiB at these sizes, over the 0.01 MiB cap (--max-mb): --scale 0.00390625 fits"),
         (["--name", "bad name"], "task name 'bad name'"),
     ],
 )

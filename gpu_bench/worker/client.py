@@ -38,6 +38,7 @@ from evoteam.gpu_bench import sandbox
 from evoteam.gpu_bench.build.builder import default_cache_root
 from evoteam.gpu_bench.schema import Environment
 from evoteam.gpu_bench.timing.gpu_lock import lock_folder
+from evoteam.gpu_bench.worker.memory import killed_for_memory, oom_kills
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
     BuildRequest,
@@ -240,6 +241,8 @@ class WorkerProcess(LineWorker):
         self.gpu = gpu
         self._proc: subprocess.Popen[str] | None = None
         self._wrapped = False
+        self._oom_mark: int | None = None
+        """The machine's OOM kill count when the last request was sent (``memory.oom_kills``)."""
         self._log_dir = Path(tempfile.mkdtemp(prefix="evoteam-worker-"))
         self._log = self._log_dir / "worker.log"
 
@@ -274,6 +277,7 @@ class WorkerProcess(LineWorker):
 
     def _write(self, line: str) -> None:
         assert self._proc is not None and self._proc.stdin is not None
+        self._oom_mark = oom_kills()
         self._proc.stdin.write(line)
         self._proc.stdin.flush()
 
@@ -285,6 +289,8 @@ class WorkerProcess(LineWorker):
             return "the worker closed its output but did not exit"
         if self._wrapped and code > 128:  # bubblewrap exits with 128 + the signal that killed its child
             code = 128 - code
+        if code == -signal.SIGKILL:  # not ours: a timeout is reported before the worker is killed
+            return killed_for_memory(self._oom_mark, oom_kills())
         if code < 0:
             try:
                 return signal_death(signal.Signals(-code).name)

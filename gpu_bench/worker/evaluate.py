@@ -33,6 +33,7 @@ from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, Timin
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch, ToleranceRule, compare
 from evoteam.gpu_bench.verify.inputs import Value, make_inputs, perturbed, perturbed_values
 from evoteam.gpu_bench.verify.integrity import active_modes
+from evoteam.gpu_bench.worker.memory import is_out_of_memory
 
 
 class EvalConfig(BaseModel):
@@ -214,7 +215,8 @@ def failure(kernel: Kernel, exc: Exception, prefix: str = "") -> WorkloadOutcome
     if it is a CUDA error or left one behind."""
     if isinstance(exc, KernelIntegrityError):
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"{prefix}{exc}")
-    outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=f"{prefix}{_describe(exc)}")
+    memory = "out of memory: " if is_out_of_memory(exc) else ""
+    outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=f"{prefix}{memory}{_describe(exc)}")
     if kernel.device == CUDA and (is_device_error(exc) or not cuda_healthy()):
         reason = f"{outcome.reason} (a CUDA error: the worker's GPU context is unusable, so the worker was replaced)"
         raise DeviceFault(outcome.model_copy(update={"reason": reason}))

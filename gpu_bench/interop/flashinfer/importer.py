@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import shutil
 import tomllib
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from evoteam.gpu_bench.interop.flashinfer.kernel import (
     reference_kernel,
     solution_kernel,
 )
+from evoteam.gpu_bench.interop.size_cap import SizeCap, default_cap
 from evoteam.gpu_bench.interop.synth.axes import SynthesisError, workload_bytes
 from evoteam.gpu_bench.interop.synth.workloads import (
     PreparedWorkload,
@@ -49,7 +51,8 @@ class ImportOptions(BaseModel):
     """Names or shell patterns (``rmsnorm_*``); empty: every definition (or the solution's, with one)."""
     max_workloads: int | None = Field(default=None, ge=1)
     max_mb: float | None = Field(default=None, gt=0)
-    """Workloads whose input and output tensors together exceed this many MiB are left out."""
+    """Workloads whose input and output tensors together exceed this many MiB are left out (None: the default
+    cap from this machine's memory, ``interop/size_cap.py``; ``inf``: no cap)."""
     generate: int = Field(default=3, ge=1)
     """Workloads generated for a definition that has none (within the limits)."""
     target: str | None = None
@@ -68,7 +71,7 @@ class ImportedKernel:
     """How many came from the dataset (0: all were generated)."""
     synthetic_workloads: int
     dropped: list[str] = field(default_factory=list)
-    """Why dataset workloads were left out (one line per reason, with counts)."""
+    """Why dataset workloads were left out (one line per workload)."""
 
 
 @dataclass
@@ -82,6 +85,8 @@ class ImportReport:
     config: Path
     imported: list[ImportedKernel] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    cap: SizeCap | None = None
+    """The default size cap used (None when ``max_mb`` was given, or memory could not be read)."""
 
 
 @dataclass
@@ -102,6 +107,11 @@ def import_flashinfer(dataset: Path, out: Path, options: ImportOptions) -> Impor
     if clash:
         raise FlashInferImportError(f"{config} already has kernels named {clash}; import into another --out")
     report = ImportReport(config=config)
+    if options.max_mb is None:
+        target = options.target or (options.solution.spec.target_hardware[0] if options.solution else "cpu")
+        report.cap = default_cap(target)
+        if report.cap is not None:
+            options = options.model_copy(update={"max_mb": report.cap.mb})
     plans: list[_Plan] = []
     for name in chosen:
         try:
@@ -170,10 +180,10 @@ def _plan(definition: Definition, dataset: Path, options: ImportOptions) -> _Pla
             torch_dtype(spec.dtype)
         except ValueError as exc:
             raise SynthesisError(str(exc)) from None
-    max_bytes = int(options.max_mb * MB) if options.max_mb is not None else None
+    max_bytes = int(options.max_mb * MB) if options.max_mb is not None and math.isfinite(options.max_mb) else None
     limit = options.max_workloads
     kept: list[PreparedWorkload] = []
-    too_large = 0
+    too_large: list[str] = []
     invalid: list[str] = []
     for workload in _dataset_workloads(definition, dataset):
         if limit is not None and len(kept) >= limit:
@@ -183,15 +193,19 @@ def _plan(definition: Definition, dataset: Path, options: ImportOptions) -> _Pla
         except ValueError as exc:
             invalid.append(f"workload {workload.uuid}: {exc}")
             continue
-        if max_bytes is not None and workload_bytes(definition, axes) > max_bytes:
-            too_large += 1
+        size = workload_bytes(definition, axes)
+        if max_bytes is not None and size > max_bytes:
+            shown = " ".join(f"{k}={v}" for k, v in workload.axes.items())
+            too_large.append(
+                f"workload {workload.uuid} ({shown}): {size / MB:.1f} MiB of tensors, over the "
+                f"{options.max_mb:g} MiB limit"
+            )
             continue
         try:
             kept.append(complete_workload(definition, workload, dataset))
         except SynthesisError as exc:
             invalid.append(f"workload {workload.uuid}: {exc}")
-    dropped = [f"{too_large} over the {options.max_mb:g} MiB limit"] if too_large else []
-    dropped += invalid
+    dropped = too_large + invalid
     from_dataset = len(kept)
     if not kept:
         count = min(options.generate, limit) if limit is not None else options.generate

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import re
 import uuid
 from collections.abc import Callable
@@ -59,6 +60,7 @@ from evoteam.gpu_bench.interop.kernelbench.values import (
     output_names,
     scalar_dtype,
 )
+from evoteam.gpu_bench.interop.size_cap import SizeCap, default_cap
 from evoteam.gpu_bench.schema import (
     Binding,
     BuildSpec,
@@ -78,6 +80,7 @@ from evoteam.gpu_bench.schema.workload import InputSpec
 from evoteam.gpu_bench.task import KernelTask
 
 OP_TYPE = "kernelbench"
+MB = 1 << 20
 DEFAULT_SEED = 42
 """KernelBench's own evaluation seed."""
 SCALE_MIN = 8
@@ -107,6 +110,9 @@ class ImportOptions(BaseModel):
     evaluator draws afresh (standard normal): those drawn like torch.randn (``auto``), all, or none."""
     model_new: str | None = None
     """Source of the starting ``model_new.py`` (default: the problem with ``class ModelNew(Model)`` added)."""
+    max_mb: float | None = Field(default=None, gt=0)
+    """Refuse a problem whose tensors exceed this many MiB at the chosen sizes (None: the default cap from this
+    machine's memory, ``interop/size_cap.py``; ``inf``: no cap)."""
 
 
 @dataclass
@@ -206,15 +212,10 @@ def import_problem(problem: Path, options: ImportOptions | None = None) -> Impor
     origin, seed = problem.name, options.seed
     try:
         _check_shape_of_file(parse(original, origin), origin)
-        sizes: dict[str, Value] = {}
-        scale_notes: list[str] = []
-        if options.scale is not None:
-            scaled_sizes, scale_notes = _scaled_sizes(original, origin, options.scale, seed)
-            sizes.update(scaled_sizes)
-        sizes.update(options.overrides)
-        source = rewrite(original, sizes, origin)
     except SourceError as exc:
         raise KernelBenchError(str(exc)) from None
+    source, sizes, scale_notes = _sized_source(original, origin, options.scale, options.overrides, seed)
+    _check_size(original, origin, source, options)
     model_new = options.model_new if options.model_new is not None else starting_model_new(source)
     _check_model_new(model_new)
 
@@ -391,6 +392,70 @@ def _dtype(value: torch.Tensor, what: str, origin: str) -> DType:
     if dtype is None:
         raise KernelBenchError(f"{origin}: {what} has dtype {value.dtype}, which definitions cannot express")
     return dtype
+
+
+def _sized_source(
+    original: str, origin: str, scale: float | None, overrides: dict[str, Value], seed: int
+) -> tuple[str, dict[str, Value], list[str]]:
+    """The problem's source at the chosen sizes, the constants changed, and ``--scale``'s notes."""
+    try:
+        sizes: dict[str, Value] = {}
+        notes: list[str] = []
+        if scale is not None:
+            scaled_sizes, notes = _scaled_sizes(original, origin, scale, seed)
+            sizes.update(scaled_sizes)
+        sizes.update(overrides)
+        return rewrite(original, sizes, origin), sizes, notes
+    except SourceError as exc:
+        raise KernelBenchError(str(exc)) from None
+
+
+def _check_size(original: str, origin: str, source: str, options: ImportOptions) -> None:
+    """Refuses a problem whose tensors (inputs, and outputs where the model runs on the meta device) exceed
+    the size cap (``max_mb``, else the default from this machine's memory), naming a ``--scale`` that fits;
+    the problem runs on the CPU next, at these sizes."""
+    cap = SizeCap(mb=options.max_mb, why="--max-mb") if options.max_mb is not None else default_cap(options.target)
+    if cap is None or not math.isfinite(cap.mb):
+        return
+    need = meta_bytes(source, origin, options.seed)
+    if need is None or need <= cap.mb * MB:
+        return
+    hint = ""
+    base = options.scale or 1.0
+    for step in range(1, 13):
+        factor = base / 2**step
+        smaller, _, _ = _sized_source(original, origin, factor, options.overrides, options.seed)
+        fits = meta_bytes(smaller, origin, options.seed)
+        if fits is not None and fits <= cap.mb * MB:
+            hint = f"--scale {factor:g} fits ({fits / MB:.3g} MiB); "
+            break
+    raise KernelBenchError(
+        f"{origin}: its tensors need {need / MB:.1f} MiB at these sizes, over the {cap.mb:g} MiB cap ({cap.why}): "
+        f"{hint}--scale or --size-override make them smaller, --max-mb sets another cap (inf: none)"
+    )
+
+
+def meta_bytes(source: str, origin: str, seed: int) -> int | None:
+    """Bytes of the problem's inputs and outputs at the sizes in ``source``, found on torch's meta device
+    (nothing is allocated); None when ``get_inputs()`` does not run there (it samples a distribution). Outputs
+    count only where the model also runs there."""
+    namespace = _exec(prelude(source, seed, origin), origin)
+    meta = torch.device("meta")
+    try:
+        with meta:
+            values = list(namespace["PROBLEM"]["get_inputs"]())
+    except Exception:
+        return None
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    try:
+        with meta:
+            produced = namespace["forward"](namespace["PROBLEM"]["Model"], tuple(values))
+        tensors += (
+            [produced] if isinstance(produced, torch.Tensor) else [o for o in produced if isinstance(o, torch.Tensor)]
+        )
+    except Exception:  # an op without a meta kernel: the inputs alone
+        pass
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> tuple[dict[str, Value], list[str]]:
