@@ -117,13 +117,16 @@ def _json_error(args: argparse.Namespace, message: str) -> None:
 
 def _job(args: argparse.Namespace) -> _Job:
     from evoteam.gpu_bench.api import (
+        ExportError,
         TaskError,
+        check_exportable,
         dataset_root,
         find_task,
         load_definition,
         load_solution,
         load_workloads,
         reference_solution,
+        to_flashinfer_solution,
     )
 
     if args.trials < 3:
@@ -164,6 +167,12 @@ def _job(args: argparse.Namespace) -> _Job:
         raise TaskError(
             f"solution {candidate.name!r} is for definition {candidate.definition!r}, not {definition.name!r}"
         )
+    if args.emit_traces:  # refused before anything runs, as evoteam export does
+        try:
+            to_flashinfer_solution(candidate, definition)
+            check_exportable(definition, workloads)
+        except ExportError as exc:
+            raise TaskError(f"--emit-traces: {exc}") from None
     return _Job(
         definition,
         workloads,
@@ -195,7 +204,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
         Evaluator,
         TimingConfig,
         default_memory_limit_mb,
-        emit_dataset,
+        export_flashinfer,
         make_runner,
         parse_cpus,
         parse_runner,
@@ -251,8 +260,8 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
             )
     finally:
         runner.close()
-    if args.emit_traces:
-        emit_dataset(args.emit_traces, job.definition, [job.candidate], result.traces)
+    if args.emit_traces:  # as evoteam export writes them: a binding flashinfer-bench accepts, blobs copied
+        export_flashinfer(job.candidate, job.definition, result.traces, args.emit_traces, blob_root=job.blob_root)
     if args.json:
         payload = {
             "status": result.status.value,

@@ -23,7 +23,12 @@ from evoteam.gpu_bench.build.listing import View as ListingView
 from evoteam.gpu_bench.build.summary import build_summary
 from evoteam.gpu_bench.environment import cpu_name
 from evoteam.gpu_bench.interop.flashinfer.emit import emit_dataset
-from evoteam.gpu_bench.interop.flashinfer.export import ExportError, export_flashinfer, to_flashinfer_solution
+from evoteam.gpu_bench.interop.flashinfer.export import (
+    ExportError,
+    check_exportable,
+    export_flashinfer,
+    to_flashinfer_solution,
+)
 from evoteam.gpu_bench.interop.flashinfer.importer import FlashInferImportError, import_flashinfer
 from evoteam.gpu_bench.interop.flashinfer.importer import ImportOptions as FlashInferImportOptions
 from evoteam.gpu_bench.interop.kernelbench.problem import ImportOptions as KernelBenchImportOptions
@@ -177,6 +182,7 @@ __all__ = [
     "agent_sandbox",
     "build",
     "build_summary",
+    "check_exportable",
     "check_file",
     "check_solution",
     "checkable",

@@ -84,6 +84,29 @@ def test_emit_traces_writes_the_flashinfer_dataset_layout(tmp_path: Path) -> Non
     assert len(workloads) == 3
     traces = (out / "traces" / "elementwise" / "scale_add_f32.jsonl").read_text().splitlines()
     assert [Trace.model_validate_json(line).evaluation.status.value for line in traces] == ["PASSED"] * 3  # type: ignore[union-attr]
+    # the c-binding candidate is written as flashinfer-bench calls it: through a generated tvm-ffi entry point
+    assert solution["spec"]["binding"] == "tvm-ffi" and len(solution["sources"]) == 2
+    fib = pytest.importorskip("flashinfer_bench.data", reason="flashinfer-bench is not installed")
+    loaded = fib.TraceSet.from_path(str(out))  # flashinfer-bench's own models load it
+    assert [t.evaluation.status.value for t in loaded.traces["scale_add_f32"]] == ["PASSED"] * 3
+    assert loaded.solutions["scale_add_f32"][0].spec.binding.value == "tvm-ffi"
+    py_out = tmp_path / "python"
+    python = evoteam("bench", *files(tmp_path, "honest.py"), "--emit-traces", py_out, *QUICK)
+    assert python.returncode == 0, python.stderr
+    (written,) = fib.TraceSet.from_path(str(py_out)).solutions["scale_add_f32"]
+    assert written.spec.language.value == "python" and written.spec.binding is None  # no python binding
+
+
+def test_emit_traces_refuses_what_flashinfer_bench_cannot_load_before_running(tmp_path: Path) -> None:
+    data = json.loads((DATA / "scale_add.json").read_text())
+    data["outputs"]["out"]["dtype"] = "float64"  # not a flashinfer-bench dtype
+    wide = tmp_path / "wide.json"
+    wide.write_text(json.dumps(data))
+    args = files(tmp_path)
+    args[1] = wide
+    proc = evoteam("bench", *args, "--emit-traces", tmp_path / "out", *QUICK)
+    _one_error_line(proc, "--emit-traces: scale_add_f32 has tensors of dtypes flashinfer-bench lacks: out (float64)")
+    assert "] baseline " not in proc.stderr and not (tmp_path / "out").exists()
 
 
 def test_bench_kernel_from_the_example_evoteam_toml(tmp_path: Path) -> None:

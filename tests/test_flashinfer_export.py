@@ -13,16 +13,24 @@ from safetensors.torch import save_file
 
 from conftest import DATA, kernel_solution, quick_config
 from evoteam.gpu_bench.bench import Evaluator
-from evoteam.gpu_bench.interop.flashinfer.export import ExportError, export_flashinfer, to_flashinfer_solution
+from evoteam.gpu_bench.interop.flashinfer.export import (
+    ExportError,
+    check_exportable,
+    export_flashinfer,
+    to_flashinfer_solution,
+)
 from evoteam.gpu_bench.schema import (
     Binding,
     BuildSpec,
     Definition,
+    DType,
     Environment,
     Evaluation,
     EvaluationStatus,
+    GeneratedInput,
     Language,
     LaunchSpec,
+    RandomInput,
     SafetensorsInput,
     Solution,
     SourceFile,
@@ -218,3 +226,18 @@ def test_blobs_are_copied_from_the_blob_root(definition: Definition, tmp_path: P
     assert (out / rel).read_bytes() == blob.read_bytes()
     with pytest.raises(ExportError, match="not under"):
         export_flashinfer(kernel_solution("honest.py"), definition, [trace], tmp_path / "o2", blob_root=tmp_path)
+
+
+@pytest.mark.unit
+def test_evoteam_only_dtypes_and_input_kinds_are_refused(definition: Definition, tmp_path: Path) -> None:
+    solution = kernel_solution("honest.py")
+    generated = Workload(uuid="g", axes={"n": 4}, inputs={"x": GeneratedInput(), "y": RandomInput()})
+    trace = Trace(definition=definition.name, workload=generated, solution=solution.name, evaluation=None)
+    with pytest.raises(ExportError, match=r"workload g makes inputs in ways only evoteam knows: x \(generated\)"):
+        export_flashinfer(solution, definition, [trace], tmp_path)
+    wide = definition.model_copy(
+        update={"outputs": {"out": definition.outputs["out"].model_copy(update={"dtype": DType.FLOAT64})}}
+    )
+    with pytest.raises(ExportError, match=r"dtypes flashinfer-bench lacks: out \(float64\)"):
+        check_exportable(wide, [])
+    assert not any(tmp_path.iterdir())  # nothing written

@@ -11,7 +11,9 @@ exactly as evoteam does); ``cpp``/``cuda`` with ``tvm-ffi`` or ``torch`` stay as
 tvm-ffi (sizes of the variable axes read from the tensors). Refused with ``ExportError``: ``cuda`` with the
 ``c`` binding and the ``pycuda`` binding (their launch and stream conventions have no tvm-ffi equivalent
 here). evoteam's ``compile_flags`` and ``launch`` are dropped, and a ``REJECTED`` trace (a status
-flashinfer-bench lacks) becomes ``RUNTIME_ERROR`` with ``REJECTED by evoteam:`` at the start of its log.
+flashinfer-bench lacks) becomes ``RUNTIME_ERROR`` with ``REJECTED by evoteam:`` at the start of its log. Also
+refused: a definition with a dtype flashinfer-bench lacks (``float64``, ``uint8``, ``float8_e4m3``), and
+workloads whose inputs are made in ways only evoteam knows (``generated``, ``fill``).
 """
 
 from __future__ import annotations
@@ -31,9 +33,17 @@ from evoteam.gpu_bench.schema import (
     Solution,
     SourceFile,
     Trace,
+    Workload,
 )
 
 _SCRIPTED = (Language.PYTHON, Language.TRITON, Language.TILELANG)
+FLASHINFER_DTYPES = frozenset(
+    {"bfloat16", "bool", "float16", "float32", "float4_e2m1", "float8_e4m3fn", "float8_e5m2", "int16", "int32",
+     "int64", "int8"}
+)  # fmt: skip
+"""The dtypes flashinfer-bench's Definition accepts (its ``DType``)."""
+FLASHINFER_INPUTS = frozenset({"random", "scalar", "safetensors"})
+"""The workload input kinds flashinfer-bench makes."""
 
 
 class ExportError(ValueError):
@@ -53,11 +63,30 @@ def export_flashinfer(
     along. Without it, workloads that read blobs are written as they are and need their blobs put in place.
     """
     converted = to_flashinfer_solution(solution, definition)
+    check_exportable(definition, [t.workload for t in traces])
     out_traces = [_trace(t, solution, converted, definition) for t in traces]
     written = emit_dataset(out_dir, definition, [converted], out_traces)
     if blob_root is not None:
         written += _copy_blobs(out_traces, blob_root, out_dir)
     return written
+
+
+def check_exportable(definition: Definition, workloads: list[Workload]) -> None:
+    """Raises ExportError when flashinfer-bench could not load the definition or make the workloads' inputs."""
+    specs = {**definition.inputs, **definition.outputs}
+    odd = sorted({f"{n} ({s.dtype.value})" for n, s in specs.items() if s.dtype.value not in FLASHINFER_DTYPES})
+    if odd:
+        raise ExportError(
+            f"{definition.name} has tensors of dtypes flashinfer-bench lacks: {', '.join(odd)} (its dtypes: "
+            f"{', '.join(sorted(FLASHINFER_DTYPES))})"
+        )
+    for workload in workloads:
+        kinds = sorted({f"{n} ({s.type})" for n, s in workload.inputs.items() if s.type not in FLASHINFER_INPUTS})
+        if kinds:
+            raise ExportError(
+                f"workload {workload.uuid} makes inputs in ways only evoteam knows: {', '.join(kinds)} "
+                "(flashinfer-bench makes random, scalar and safetensors inputs)"
+            )
 
 
 def to_flashinfer_solution(solution: Solution, definition: Definition) -> Solution:
