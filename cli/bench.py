@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Solution, ToleranceRule, Workload
+from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Solution, Tolerance, Workload
 
 
 @dataclass
@@ -24,9 +24,7 @@ class _Job:
     candidate: Solution
     baseline: Solution
     blob_root: Path | None
-    atol: float
-    rtol: float
-    rule: ToleranceRule
+    tolerance: Tolerance
     constraints: Constraints | None = None
 
 
@@ -145,7 +143,7 @@ def _job(args: argparse.Namespace) -> _Job:
         else:
             baseline = task.baseline_solution(definition)
         blobs = args.blobs or task.blob_root()
-        atol, rtol, rule = task.tolerance.atol, task.tolerance.rtol, task.tolerance.rule
+        tolerance = task.tolerance
         constraints: Constraints | None = task.constraints
     else:
         missing = [f"--{n}" for n in ("definition", "workloads", "solution") if getattr(args, n) is None]
@@ -161,7 +159,7 @@ def _job(args: argparse.Namespace) -> _Job:
         else:
             baseline = reference_solution(definition, candidate.spec.target_hardware[0])
         blobs = args.blobs or dataset_root(args.workloads)
-        atol, rtol, rule = 1e-2, 1e-2, "flashinfer"
+        tolerance = Tolerance()
         constraints = None
     if candidate.definition != definition.name:
         raise TaskError(
@@ -179,9 +177,7 @@ def _job(args: argparse.Namespace) -> _Job:
         candidate,
         baseline,
         blobs,
-        args.atol if args.atol is not None else atol,
-        args.rtol if args.rtol is not None else rtol,
-        rule,
+        tolerance.model_copy(update={k: getattr(args, k) for k in ("atol", "rtol") if getattr(args, k) is not None}),
         constraints,
     )
 
@@ -214,9 +210,7 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
 
     config = EvalConfig(
         trials=args.trials,
-        atol=job.atol,
-        rtol=job.rtol,
-        rule=job.rule,
+        **job.tolerance.model_dump(),
         timeout_s=args.timeout,
         keep_going=args.keep_going,
         isolate=not args.no_isolate,

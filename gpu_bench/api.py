@@ -93,6 +93,7 @@ from evoteam.gpu_bench.task import (
     CONFIG_NAME,
     KernelTask,
     TaskError,
+    Tolerance,
     dataset_root,
     find_config,
     find_task,
@@ -103,7 +104,6 @@ from evoteam.gpu_bench.task import (
 )
 from evoteam.gpu_bench.timing.cpu import time_call
 from evoteam.gpu_bench.timing.statistics import TimingConfig, TimingStats
-from evoteam.gpu_bench.verify.compare import ToleranceRule
 from evoteam.gpu_bench.verify.reference import reference_solution
 from evoteam.gpu_bench.worker.__main__ import add_arguments as add_worker_arguments
 from evoteam.gpu_bench.worker.__main__ import run as run_worker
@@ -172,7 +172,7 @@ __all__ = [
     "ThreadPolicy",
     "TimingConfig",
     "TimingStats",
-    "ToleranceRule",
+    "Tolerance",
     "Utilization",
     "WorkerStartError",
     "Workload",

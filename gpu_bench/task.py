@@ -40,6 +40,9 @@ class Tolerance(BaseModel):
     """How atol and rtol combine (``verify/compare.py``): ``flashinfer`` fails an element only when its error
     is over atol AND over rtol times the reference; ``allclose`` (torch.allclose, KernelBench's check) when it
     is over atol + rtol times the reference."""
+    matched_ratio: float | None = Field(default=None, gt=0, le=1)
+    """The share of an output's elements that must be within tolerance (FlashInfer-Bench's
+    ``required_matched_ratio``; None: every element)."""
 
 
 class KernelTask(BaseModel):

@@ -16,7 +16,12 @@ from conftest import SHARED_DATA
 from evoteam.cli import import_flashinfer as cli_import
 from evoteam.gpu_bench.bench import Evaluator
 from evoteam.gpu_bench.interop import size_cap
-from evoteam.gpu_bench.interop.flashinfer.importer import ImportOptions, ImportReport, import_flashinfer
+from evoteam.gpu_bench.interop.flashinfer.importer import (
+    ImportOptions,
+    ImportReport,
+    import_flashinfer,
+    matched_ratio,
+)
 from evoteam.gpu_bench.interop.size_cap import default_cap
 from evoteam.gpu_bench.interop.synth.workloads import SYNTHETIC_PREFIX, smallest_bytes
 from evoteam.gpu_bench.result import CandidateResult
@@ -143,6 +148,21 @@ def test_definitions_without_workloads_get_generated_ones(tmp_path: Path) -> Non
     workloads = task.load_workloads()
     assert len(workloads) == 2 and all(w.uuid.startswith(SYNTHETIC_PREFIX) for w in workloads)
     assert [w.axes["num_tokens"] for w in workloads] == [2, 4]
+
+
+@pytest.mark.unit
+@needs_dataset
+def test_low_bit_moe_definitions_get_flashinfer_benchs_matched_ratio() -> None:
+    folder = SHARED_DATA / "definitions" / "moe"
+    ratios = {path.stem: matched_ratio(load_definition(path)) for path in sorted(folder.glob("*.json"))}
+    assert ratios["moe_fp8_block_scale_renorm_topk8_e128_h2048_i768"] == 0.95
+    assert ratios["trtllm_fp4_block_scale_moe_topk8_e128_h2048_i768"] is None  # its default evaluator: all
+    assert sum(r is not None for r in ratios.values()) == 6
+    task = KernelTask.model_validate(
+        {"name": "m", "source": "k.py", "language": "python", "entry": "run", "definition": "d.json",
+         "workloads": "w.jsonl", "tolerance": {"atol": 1e-2, "rtol": 1e-2, "matched_ratio": 0.95}}
+    )  # fmt: skip
+    assert EvalConfig(**task.tolerance.model_dump()).matched_ratio == 0.95
 
 
 @pytest.mark.unit

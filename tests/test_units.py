@@ -44,6 +44,18 @@ def test_the_allclose_rule_bounds_the_error_by_atol_plus_rtol_times_the_referenc
 
 
 @pytest.mark.unit
+def test_a_matched_ratio_passes_an_output_with_few_elements_outside_tolerance() -> None:
+    ref = torch.zeros(100)
+    out = ref.clone()
+    out[:4] = 1.0  # 96% of the elements within tolerance
+    assert isinstance(compare("o", out, ref, 1e-2, 1e-2), Mismatch)
+    assert isinstance(compare("o", out, ref, 1e-2, 1e-2, matched_ratio=0.95), Errors)
+    out[:6] = 1.0  # 94%
+    failed = compare("o", out, ref, 1e-2, 1e-2, matched_ratio=0.95)
+    assert isinstance(failed, Mismatch) and "94.00% matched where 95% must" in failed.reason
+
+
+@pytest.mark.unit
 def test_nan_where_the_reference_is_finite_fails_but_matching_nan_passes() -> None:
     nan = float("nan")
     bad = compare("o", torch.tensor([1.0, nan]), torch.tensor([1.0, 2.0]), 1e-2, 1e-2)

@@ -43,6 +43,8 @@ class EvalConfig(BaseModel):
     rtol: float = 1e-2
     rule: ToleranceRule = "flashinfer"
     """How atol and rtol combine (``verify/compare.py``)."""
+    matched_ratio: float | None = Field(default=None, gt=0, le=1)
+    """The share of an output's elements that must be within tolerance (None: every one)."""
     seed: int = 0
     timing: TimingConfig = Field(default_factory=TimingConfig)
     measure: bool = True
@@ -281,7 +283,9 @@ def check_outputs(
                 EvaluationStatus.INCORRECT_DTYPE,
                 f"output {name!r} has dtype {value.dtype}, expected {spec.dtype}",
             )
-        result = compare(name, value, ref.to(torch_dtype(spec.dtype)), config.atol, config.rtol, config.rule)
+        result = compare(
+            name, value, ref.to(torch_dtype(spec.dtype)), config.atol, config.rtol, config.rule, config.matched_ratio
+        )
         if isinstance(result, Mismatch):
             return result
         worst = Errors(
