@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,8 @@ class Trial:
     inputs: dict[str, Value]
     pristine: dict[str, Value]
     expected: dict[str, torch.Tensor]
+    written: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The inputs the definition's reference writes into (``written_inputs``), as the reference left them."""
 
 
 RunReference = Callable[[dict[str, Value]], dict[str, torch.Tensor]]
@@ -118,6 +120,7 @@ def evaluate_workload(
     worst = Errors(0.0, 0.0)
     previous: Trial | None = None
     trials: list[Trial] = []
+    written = written_inputs(definition, workload, reference, config, blob_root, kernel.device)
     for t in range(config.trials + 1):
         fresh = make_inputs(definition, workload, _seed(config.seed, workload.uuid, t), blob_root, kernel.device)
         reuse = t == config.trials and previous is not None
@@ -129,23 +132,25 @@ def evaluate_workload(
         except KernelCallError as exc:
             return _label(WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=_describe(exc)), t, reuse)
         try:
-            produced = _run_once(kernel, call, outputs, inputs, pristine)
+            produced = _run_once(kernel, call, outputs, inputs, pristine, written)
         except DeviceFault as fault:
             raise DeviceFault(_label(fault.outcome, t, reuse)) from None
         if isinstance(produced, WorkloadOutcome):
             return _label(produced, t, reuse)
-        expected = _reference(reference, definition, pristine, workload)
+        expected, wrote = _reference(reference, definition, pristine, workload, written)
         checked = check_outputs(definition, produced, expected, axes, config)
+        if isinstance(checked, Errors):
+            checked = check_written(inputs, wrote, config, checked)
         if isinstance(checked, Mismatch):
             return _label(_outcome(checked), t, reuse)
         worst = Errors(
             max(worst.max_absolute_error, checked.max_absolute_error),
             max(worst.max_relative_error, checked.max_relative_error),
         )
-        previous = Trial(inputs, pristine, expected)
+        previous = Trial(inputs, pristine, expected, wrote)
         trials = [*trials[-2:], previous]  # the last three: timing rotates over their contents
     draw = random.SystemRandom()  # values nobody can precompute: a memo of earlier calls cannot answer them
-    fixed = _perturbable(kernel, definition, workload, reference, config, blob_root, draw)
+    fixed = _perturbable(kernel, definition, workload, reference, config, blob_root, draw, written)
     if isinstance(fixed, WorkloadOutcome):
         return fixed
     passed = WorkloadOutcome(
@@ -163,7 +168,7 @@ def evaluate_workload(
         if trusted
         else Unseen(
             inputs=lambda seen: perturbed_values(seen, draw.getrandbits(63)),
-            expect=lambda pristine: _reference(reference, definition, pristine, workload),
+            expect=lambda pristine: _reference(reference, definition, pristine, workload)[0],
         )
     )
     return time_workload(kernel, definition, axes, trials, config, passed, incumbent, unseen)
@@ -177,6 +182,7 @@ def _perturbable(
     config: EvalConfig,
     blob_root: Path | None,
     draw: random.SystemRandom,
+    written: frozenset[str] = frozenset(),
 ) -> bool | WorkloadOutcome:
     """One more trial on a perturbed copy of the workload's fixed inputs (``verify/inputs.perturbed``): True
     when the kernel passed it, its failure when it did not, False when there is nothing to perturb or the
@@ -202,7 +208,7 @@ def _perturbable(
         call = kernel.bind(copy, outputs, axes)
     except KernelCallError as exc:
         return WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=_describe(exc) + where)
-    produced = _run_once(kernel, call, outputs, copy, pristine)
+    produced = _run_once(kernel, call, outputs, copy, pristine, written)
     if isinstance(produced, WorkloadOutcome):
         return produced.model_copy(update={"reason": produced.reason + where})
     checked = check_outputs(definition, produced, expected, axes, config)
@@ -231,6 +237,7 @@ def _run_once(
     outputs: dict[str, torch.Tensor],
     inputs: Mapping[str, Value],
     pristine: Mapping[str, Value],
+    written: frozenset[str] = frozenset(),
 ) -> WorkloadOutcome | object:
     """Calls the kernel once and waits for it: what it produced (its return value, or the filled outputs) or a
     failure. A CUDA error raises DeviceFault."""
@@ -239,7 +246,7 @@ def _run_once(
         synchronize(kernel.device)
     except Exception as exc:
         return failure(kernel, exc)
-    changed = changed_input(inputs, pristine)
+    changed = changed_input(inputs, pristine, written)
     if changed:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"the kernel modified its input {changed!r}")
     return outputs if kernel.destination_passing else result
@@ -314,15 +321,71 @@ def _as_named(definition: Definition, produced: object) -> dict[str, object] | M
 
 
 def _reference(
-    reference: RunReference, definition: Definition, pristine: Mapping[str, Value], workload: Workload
-) -> dict[str, torch.Tensor]:
+    reference: RunReference,
+    definition: Definition,
+    pristine: Mapping[str, Value],
+    workload: Workload,
+    written: frozenset[str] = frozenset(),
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The reference's outputs on a copy of ``pristine``, and the ``written`` inputs as it left them."""
+    copy = _clone(pristine)
     try:
-        expected = reference(_clone(pristine))
+        expected = reference(copy)
     except Exception as exc:
         raise ReferenceFailure(
             f"the reference of {definition.name} fails on workload {workload.uuid}: {_describe(exc)}"
         ) from exc
-    return expected
+    return expected, {n: v for n, v in copy.items() if n in written and isinstance(v, torch.Tensor)}
+
+
+_WRITTEN: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def written_inputs(
+    definition: Definition,
+    workload: Workload,
+    reference: RunReference,
+    config: EvalConfig,
+    blob_root: Path | None,
+    device: str,
+) -> frozenset[str]:
+    """The inputs the definition's own reference writes into (FlashInfer Trace's ``gdn_mtp`` references fill
+    ``intermediate_states_buffer``, a cache the caller passes in): a candidate may write them too, and what it
+    writes must match what the reference writes (FlashInfer-Bench itself does not compare them). Found once per
+    worker and workload, by running the reference on a probe draw that no trial uses."""
+    key = (hashlib.sha256(definition.reference.encode()).hexdigest(), workload.uuid)
+    if key not in _WRITTEN:
+        probe = make_inputs(definition, workload, _seed(config.seed, workload.uuid, -1), blob_root, device)
+        before = _clone(probe)
+        try:
+            reference(probe)
+        except Exception as exc:
+            raise ReferenceFailure(
+                f"the reference of {definition.name} fails on workload {workload.uuid}: {_describe(exc)}"
+            ) from exc
+        _WRITTEN[key] = frozenset(changed_inputs(probe, before))
+    return _WRITTEN[key]
+
+
+def check_written(
+    inputs: Mapping[str, Value], wrote: Mapping[str, torch.Tensor], config: EvalConfig, worst: Errors
+) -> Errors | Mismatch:
+    """The inputs the kernel wrote against what the reference wrote into them, like outputs."""
+    for name, ref in wrote.items():
+        value = inputs[name]
+        result = compare(name, value, ref, config.atol, config.rtol, config.rule, config.matched_ratio)
+        if isinstance(result, Mismatch):
+            return Mismatch(
+                result.status,
+                result.reason.replace("output ", "the input the reference writes ", 1),
+                result.max_absolute_error,
+                result.max_relative_error,
+            )
+        worst = Errors(
+            max(worst.max_absolute_error, result.max_absolute_error),
+            max(worst.max_relative_error, result.max_relative_error),
+        )
+    return worst
 
 
 def _outcome(mismatch: Mismatch) -> WorkloadOutcome:
@@ -375,7 +438,16 @@ def refill(buffers: dict[str, Value], contents: Mapping[str, Value]) -> dict[str
     return buffers
 
 
-def changed_input(inputs: Mapping[str, Value], pristine: Mapping[str, Value]) -> str | None:
+def changed_input(
+    inputs: Mapping[str, Value], pristine: Mapping[str, Value], allowed: frozenset[str] = frozenset()
+) -> str | None:
+    """The first input (not ``allowed`` to change) whose bytes differ from ``pristine``."""
+    return next((name for name in changed_inputs(inputs, pristine) if name not in allowed), None)
+
+
+def changed_inputs(inputs: Mapping[str, Value], pristine: Mapping[str, Value]) -> list[str]:
+    """Every tensor input whose shape or bytes differ from ``pristine``."""
+    changed = []
     for name, value in inputs.items():
         before = pristine[name]
         if (
@@ -383,8 +455,8 @@ def changed_input(inputs: Mapping[str, Value], pristine: Mapping[str, Value]) ->
             and isinstance(before, torch.Tensor)
             and (value.shape != before.shape or not torch.equal(_bytes(value), _bytes(before)))
         ):
-            return name
-    return None
+            changed.append(name)
+    return changed
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:

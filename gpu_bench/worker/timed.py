@@ -32,7 +32,7 @@ from evoteam.gpu_bench.timing.gpu import (
 from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
 from evoteam.gpu_bench.timing.paired import cpu_measure, time_pair
 from evoteam.gpu_bench.timing.statistics import PairedStats, TimingStats, net_ms
-from evoteam.gpu_bench.verify.compare import Mismatch
+from evoteam.gpu_bench.verify.compare import Errors, Mismatch
 from evoteam.gpu_bench.verify.inputs import Value
 from evoteam.gpu_bench.worker.evaluate import (
     EvalConfig,
@@ -40,6 +40,7 @@ from evoteam.gpu_bench.worker.evaluate import (
     WorkloadOutcome,
     changed_input,
     check_outputs,
+    check_written,
     failure,
     fill_sentinel,
     nan_outputs,
@@ -165,11 +166,13 @@ def time_workload(
         return WorkloadOutcome(status=EvaluationStatus.TIMEOUT, reason=str(exc))
     except Exception as exc:
         return failure(kernel, exc, "while timing: ")
-    changed = changed_input(buffers, trial.pristine)
+    changed = changed_input(buffers, trial.pristine, frozenset(trial.written))
     if changed:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"input {changed!r} was modified while timed")
     produced: object = returned[0] if returned else outputs
     checked = check_outputs(definition, produced, trial.expected, axes, config)
+    if isinstance(checked, Errors):
+        checked = check_written(buffers, trial.written, config, checked)
     if isinstance(checked, Mismatch):
         return WorkloadOutcome(
             status=EvaluationStatus.REJECTED,
@@ -235,7 +238,7 @@ def _memo_check(
                 after = cpu() if cpu is not None else None
                 work = (after - used) * 1e3 if after is not None and used is not None else None
                 sample.add(seen, wall, work)
-        changed = changed_input(buffers, last)
+        changed = changed_input(buffers, last, frozenset(contents[0].written))
         if changed:
             return f"input {changed!r} was modified on unseen inputs"
         produced: object = returned[0] if returned else outputs
