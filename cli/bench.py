@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evoteam.gpu_bench.api import Constraints, Definition, KernelTask, Solution, Tolerance, Workload
+from evoteam.gpu_bench.api import (
+    Constraints,
+    Definition,
+    EvalConfig,
+    KernelTask,
+    Runner,
+    Solution,
+    Tolerance,
+    Workload,
+)
 
 
 @dataclass
@@ -35,6 +44,28 @@ def add_parser(sub: Any) -> None:
         description="Verify and time a kernel on every workload of its definition, against a baseline.",
     )
     p.add_argument("kernel", nargs="?", help="a kernel name from evoteam.toml (searched from the current folder up)")
+    p.add_argument(
+        "--dataset",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="bench every solution of a FlashInfer Trace dataset on every workload of its definition against the "
+        "reference, as flashinfer-bench run does (DIR: default $FIB_DATASET_PATH); traces appended to DIR/traces",
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --dataset: a definition name or shell pattern (repeatable; default: every definition)",
+    )
+    p.add_argument(
+        "--max-mb",
+        type=float,
+        metavar="MB",
+        help="with --dataset: leave out workloads whose tensors exceed MB MiB (default: 1/16 of the memory the "
+        "task runs in; inf: no cap)",
+    )
     p.add_argument("--definition", type=Path, help="FlashInfer-Bench definition JSON")
     p.add_argument("--workloads", type=Path, help="workloads JSONL (FlashInfer-Bench workload traces)")
     p.add_argument("--solution", type=Path, help="candidate solution JSON (with a kernel: replaces its source)")
@@ -94,6 +125,10 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from evoteam.gpu_bench.api import BenchInputError, TaskError, WorkerStartError
 
+    if args.dataset is not None:
+        from evoteam.cli.bench_dataset import run_dataset
+
+        return run_dataset(args)
     try:
         job = _job(args)
         return _bench(job, args)
@@ -191,26 +226,13 @@ def _compiled(task: KernelTask, definition: Definition) -> Solution:
         raise TaskError(str(exc)) from None
 
 
-def _bench(job: _Job, args: argparse.Namespace) -> int:
-    from evoteam.cli.render import Reporter
-    from evoteam.gpu_bench.api import (
-        BenchInputError,
-        EvalConfig,
-        EvaluationStatus,
-        Evaluator,
-        TimingConfig,
-        default_memory_limit_mb,
-        export_flashinfer,
-        make_runner,
-        parse_cpus,
-        parse_runner,
-        resolve_arch,
-        thread_policy,
-    )
+def eval_config(args: argparse.Namespace, tolerance: Tolerance) -> EvalConfig:
+    """The evaluation settings of the command line, with ``tolerance``."""
+    from evoteam.gpu_bench.api import EvalConfig, TimingConfig
 
-    config = EvalConfig(
+    return EvalConfig(
         trials=args.trials,
-        **job.tolerance.model_dump(),
+        **tolerance.model_dump(),
         timeout_s=args.timeout,
         keep_going=args.keep_going,
         isolate=not args.no_isolate,
@@ -220,9 +242,20 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
             flush_method="buffer" if args.flush == "buffer" else "operands",
         ),
     )
-    reporter = Reporter(enabled=True, total=2 * len(job.workloads))  # stderr: --json's stdout stays clean
+
+
+def bench_runner(args: argparse.Namespace, on_cpu: bool) -> Runner:
+    """The runner of the command line for a CPU kernel (``on_cpu``, ``resolve_arch``'s rule) or a GPU one."""
+    from evoteam.gpu_bench.api import (
+        BenchInputError,
+        default_memory_limit_mb,
+        make_runner,
+        parse_cpus,
+        parse_runner,
+        thread_policy,
+    )
+
     limit = args.memory_limit_mb
-    on_cpu = resolve_arch(job.candidate.spec.target_hardware) is None  # the evaluator's own rule for "CPU only"
     local = parse_runner(args.runner).kind == "local"
     if limit is None and on_cpu and local:  # another host's memory is its runner's business
         limit = default_memory_limit_mb()
@@ -233,7 +266,16 @@ def _bench(job: _Job, args: argparse.Namespace) -> int:
             threads = thread_policy(args.threads, parse_cpus(args.cpus) if args.cpus else None)
         except ValueError as exc:
             raise BenchInputError(f"--threads/--cpus: {exc}") from None
-    runner = make_runner(args.runner, memory_limit_mb=limit or None, gpu=None if on_cpu else args.gpu, threads=threads)
+    return make_runner(args.runner, memory_limit_mb=limit or None, gpu=None if on_cpu else args.gpu, threads=threads)
+
+
+def _bench(job: _Job, args: argparse.Namespace) -> int:
+    from evoteam.cli.render import Reporter
+    from evoteam.gpu_bench.api import EvaluationStatus, Evaluator, export_flashinfer, resolve_arch
+
+    config = eval_config(args, job.tolerance)
+    reporter = Reporter(enabled=True, total=2 * len(job.workloads))  # stderr: --json's stdout stays clean
+    runner = bench_runner(args, on_cpu=resolve_arch(job.candidate.spec.target_hardware) is None)
     try:
         with reporter:
             evaluator = Evaluator(runner)

@@ -20,7 +20,13 @@ def add_parser(kinds: Any) -> None:
         "selected definition of a FlashInfer Trace dataset. Inputs whose safetensors blobs are missing, and "
         "the workloads of definitions that have none, are synthesized and marked 'synthetic-' in their uuid.",
     )
-    p.add_argument("dataset", type=Path, metavar="DATASET_DIR", help="folder with definitions/ (and workloads/)")
+    p.add_argument(
+        "dataset",
+        type=Path,
+        nargs="?",
+        metavar="DATASET_DIR",
+        help="folder with definitions/ (and workloads/); default $FIB_DATASET_PATH, else flashinfer-bench's default",
+    )
     p.add_argument(
         "--definition",
         action="append",
@@ -47,7 +53,13 @@ def add_parser(kinds: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from evoteam.gpu_bench.api import FlashInferImportError, TaskError, import_flashinfer, load_solution
+    from evoteam.gpu_bench.api import (
+        FlashInferImportError,
+        TaskError,
+        dataset_path,
+        import_flashinfer,
+        load_solution,
+    )
     from evoteam.gpu_bench.api import FlashInferImportOptions as ImportOptions
 
     try:
@@ -60,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             target=args.target,
             solution=solution,
         )
-        report = import_flashinfer(args.dataset, args.out, options)
+        report = import_flashinfer(dataset_path(args.dataset), args.out, options)
     except ValidationError as exc:
         err = exc.errors()[0]
         print(

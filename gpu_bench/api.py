@@ -22,19 +22,30 @@ from evoteam.gpu_bench.build.listing import Listing, listing
 from evoteam.gpu_bench.build.listing import View as ListingView
 from evoteam.gpu_bench.build.summary import build_summary
 from evoteam.gpu_bench.environment import cpu_name
+from evoteam.gpu_bench.interop.flashinfer.dataset import (
+    DatasetError,
+    dataset_path,
+    dataset_solutions,
+    dataset_workloads,
+    load_definitions,
+    select,
+)
 from evoteam.gpu_bench.interop.flashinfer.emit import emit_dataset
 from evoteam.gpu_bench.interop.flashinfer.export import (
     ExportError,
+    append_traces,
     check_exportable,
     export_flashinfer,
     to_flashinfer_solution,
 )
-from evoteam.gpu_bench.interop.flashinfer.importer import FlashInferImportError, import_flashinfer
+from evoteam.gpu_bench.interop.flashinfer.importer import FlashInferImportError, import_flashinfer, matched_ratio
 from evoteam.gpu_bench.interop.flashinfer.importer import ImportOptions as FlashInferImportOptions
 from evoteam.gpu_bench.interop.kernelbench.problem import ImportOptions as KernelBenchImportOptions
 from evoteam.gpu_bench.interop.kernelbench.problem import KernelBenchError, compiled_baseline, import_problem
 from evoteam.gpu_bench.interop.kernelbench.source import SourceError, parse_override
 from evoteam.gpu_bench.interop.kernelbench.write import write_task
+from evoteam.gpu_bench.interop.size_cap import default_cap
+from evoteam.gpu_bench.interop.synth.axes import workload_bytes
 from evoteam.gpu_bench.machine import MachineFacts, machine_facts
 from evoteam.gpu_bench.profile.ncu import (
     DEFAULT_SECTIONS,
@@ -60,7 +71,7 @@ from evoteam.gpu_bench.remote.gpu_queue import Factory, FnJob, GpuQueue
 from evoteam.gpu_bench.remote.queue_runner import QueueRunner
 from evoteam.gpu_bench.remote.scheduling import Utilization
 from evoteam.gpu_bench.remote.select import make_runner, parse_runner
-from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, overall_status, summarize
+from evoteam.gpu_bench.result import CandidateResult, WorkloadResult, fast_p, overall_status, summarize
 from evoteam.gpu_bench.runner import (
     BenchInputError,
     LocalRunner,
@@ -84,6 +95,7 @@ from evoteam.gpu_bench.schema import (
     KernelResources,
     Language,
     RandomInput,
+    SafetensorsInput,
     Severity,
     Solution,
     SourceFile,
@@ -125,6 +137,7 @@ __all__ = [
     "CandidateResult",
     "CheckResult",
     "Constraints",
+    "DatasetError",
     "Definition",
     "Diagnostic",
     "EvalConfig",
@@ -160,6 +173,7 @@ __all__ = [
     "QueueRunner",
     "RandomInput",
     "Runner",
+    "SafetensorsInput",
     "Sandbox",
     "SandboxUnavailable",
     "SanitizerReport",
@@ -180,6 +194,7 @@ __all__ = [
     "WorkloadRun",
     "add_worker_arguments",
     "agent_sandbox",
+    "append_traces",
     "build",
     "build_summary",
     "check_exportable",
@@ -189,12 +204,17 @@ __all__ = [
     "compiled_baseline",
     "cpu_name",
     "current_sandbox",
+    "dataset_path",
     "dataset_root",
+    "dataset_solutions",
+    "dataset_workloads",
+    "default_cap",
     "default_memory_limit_mb",
     "demangle",
     "downgrades",
     "emit_dataset",
     "export_flashinfer",
+    "fast_p",
     "find_config",
     "find_task",
     "import_flashinfer",
@@ -203,12 +223,14 @@ __all__ = [
     "is_arch",
     "listing",
     "load_definition",
+    "load_definitions",
     "load_solution",
     "load_tasks",
     "load_workloads",
     "lost_classes",
     "machine_facts",
     "make_runner",
+    "matched_ratio",
     "overall_status",
     "parse_cpus",
     "parse_override",
@@ -223,9 +245,11 @@ __all__ = [
     "resolve_arch",
     "run_worker",
     "sanitize_workload",
+    "select",
     "summarize",
     "thread_policy",
     "time_call",
     "to_flashinfer_solution",
+    "workload_bytes",
     "write_task",
 ]

@@ -71,6 +71,19 @@ def export_flashinfer(
     return written
 
 
+def append_traces(root: Path, solution: Solution, definition: Definition, traces: list[Trace]) -> Path:
+    """Appends ``traces`` of a solution the dataset at ``root`` already holds to its ``traces/`` file, with
+    flashinfer-bench's statuses (``flashinfer-bench run`` writes its traces there too); returns that file."""
+    converted = to_flashinfer_solution(solution, definition)
+    check_exportable(definition, [t.workload for t in traces])
+    path = root / "traces" / definition.op_type / f"{definition.name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        for trace in traces:
+            f.write(_trace(trace, solution, converted, definition).to_json() + "\n")
+    return path
+
+
 def check_exportable(definition: Definition, workloads: list[Workload]) -> None:
     """Raises ExportError when flashinfer-bench could not load the definition or make the workloads' inputs."""
     specs = {**definition.inputs, **definition.outputs}

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoteam.gpu_bench.bindings.dtypes import torch_dtype
+from evoteam.gpu_bench.interop.flashinfer.dataset import DatasetError, dataset_workloads, load_definitions, select
 from evoteam.gpu_bench.interop.flashinfer.kernel import (
     KernelImportError,
     StartingKernel,
@@ -35,7 +36,7 @@ from evoteam.gpu_bench.interop.synth.workloads import (
     smallest_bytes,
 )
 from evoteam.gpu_bench.schema import Definition, Solution, Trace, Workload
-from evoteam.gpu_bench.task import CONFIG_NAME, TaskError, load_definition, load_workloads
+from evoteam.gpu_bench.task import CONFIG_NAME, TaskError
 
 MB = 1 << 20
 
@@ -99,7 +100,10 @@ class _Plan:
 
 
 def import_flashinfer(dataset: Path, out: Path, options: ImportOptions) -> ImportReport:
-    definitions = _load_definitions(dataset)
+    try:
+        definitions = load_definitions(dataset)
+    except DatasetError as exc:
+        raise FlashInferImportError(str(exc)) from None
     chosen = _select(definitions, options)
     config = out / CONFIG_NAME
     existing = _existing_names(config)
@@ -124,24 +128,6 @@ def import_flashinfer(dataset: Path, out: Path, options: ImportOptions) -> Impor
     return report
 
 
-def _load_definitions(dataset: Path) -> dict[str, tuple[Definition, Path]]:
-    folder = dataset / "definitions"
-    if not folder.is_dir():
-        raise FlashInferImportError(f"{dataset} is not a FlashInfer Trace dataset (no definitions/ folder)")
-    found: dict[str, tuple[Definition, Path]] = {}
-    for path in sorted(folder.rglob("*.json")):
-        try:
-            definition = load_definition(path)
-        except TaskError as exc:
-            raise FlashInferImportError(str(exc)) from None
-        if definition.name in found:
-            raise FlashInferImportError(f"definition {definition.name!r} appears twice: {found[definition.name][1]}")
-        found[definition.name] = (definition, path)
-    if not found:
-        raise FlashInferImportError(f"{folder} holds no definition JSON")
-    return found
-
-
 def _select(definitions: dict[str, tuple[Definition, Path]], options: ImportOptions) -> list[str]:
     patterns = list(options.definitions)
     if options.solution is not None:
@@ -152,15 +138,10 @@ def _select(definitions: dict[str, tuple[Definition, Path]], options: ImportOpti
             patterns = [wanted]
         elif not any(fnmatch.fnmatchcase(wanted, p) for p in patterns):
             raise FlashInferImportError(f"the solution is for {wanted!r}, which no --definition selects")
-    if not patterns:
-        return sorted(definitions)
-    chosen: list[str] = []
-    for pattern in patterns:
-        matches = sorted(n for n in definitions if fnmatch.fnmatchcase(n, pattern))
-        if not matches:
-            raise FlashInferImportError(f"no definition matches {pattern!r}")
-        chosen += [m for m in matches if m not in chosen]
-    return chosen
+    try:
+        return select(list(definitions), patterns)
+    except DatasetError as exc:
+        raise FlashInferImportError(str(exc)) from None
 
 
 def _existing_names(config: Path) -> set[str]:
@@ -224,11 +205,8 @@ def _plan(definition: Definition, dataset: Path, options: ImportOptions) -> _Pla
 
 
 def _dataset_workloads(definition: Definition, dataset: Path) -> list[Workload]:
-    path = dataset / "workloads" / definition.op_type / f"{definition.name}.jsonl"
-    if not path.is_file():
-        return []
     try:
-        return load_workloads(path)
+        return dataset_workloads(definition, dataset)
     except TaskError as exc:
         raise SynthesisError(str(exc)) from None
 
