@@ -33,6 +33,19 @@ from evoteam.gpu_bench.timing.statistics import PairedStats, TimingConfig, Timin
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch, ToleranceRule, compare
 from evoteam.gpu_bench.verify.inputs import Value, make_inputs, perturbed, perturbed_values
 from evoteam.gpu_bench.verify.integrity import active_modes
+from evoteam.gpu_bench.verify.sampling import (
+    TVD_LIMIT,
+    check_samples,
+    distance,
+    is_sampling,
+    make_sampling_reference,
+    method,
+    padded,
+    repeats,
+    samples_needed,
+    target_distribution,
+    valid_mask,
+)
 from evoteam.gpu_bench.worker.memory import is_out_of_memory
 
 
@@ -149,6 +162,10 @@ def evaluate_workload(
         )
         previous = Trial(inputs, pristine, expected, wrote)
         trials = [*trials[-2:], previous]  # the last three: timing rotates over their contents
+    if is_sampling(definition) and previous is not None and not trusted:  # the reference draws the target itself
+        drawn = _distribution(kernel, definition, previous.pristine, axes, written)
+        if drawn is not None:
+            return drawn
     draw = random.SystemRandom()  # values nobody can precompute: a memo of earlier calls cannot answer them
     fixed = _perturbable(kernel, definition, workload, reference, config, blob_root, draw, written)
     if isinstance(fixed, WorkloadOutcome):
@@ -172,6 +189,64 @@ def evaluate_workload(
         )
     )
     return time_workload(kernel, definition, axes, trials, config, passed, incumbent, unseen)
+
+
+def _distribution(
+    kernel: Kernel,
+    definition: Definition,
+    pristine: Mapping[str, Value],
+    axes: dict[str, int],
+    written: frozenset[str],
+) -> WorkloadOutcome | None:
+    """A sampling kernel's samples on one trial's inputs against the distribution the reference samples from
+    (``verify/sampling.py``): its failure, or None. The batch is repeated so that one call draws many samples
+    per row."""
+    kind = method(definition)
+    target = target_distribution(pristine, kind)
+    mask = valid_mask(pristine, kind)
+    batch, vocab = target.shape
+    wanted = samples_needed(target)
+    probs_shape = definition.inputs["probs"].shape or []
+    axis = probs_shape[0] if len(probs_shape) == 2 else None
+    var = axis is not None and axis in definition.axes and definition.axes[axis].type == "var"
+    copies = repeats(pristine, batch, wanted) if var else 1
+    inputs: dict[str, Value] = padded(pristine, batch, copies) if copies > 1 else _clone(pristine)  # type: ignore[assignment]
+    grown = {**axes, axis: batch * copies} if var and axis is not None else axes
+    outputs = nan_outputs(definition, grown, kernel.device)
+    counts = torch.zeros(batch * vocab, dtype=torch.int64)
+    rows = torch.arange(batch * copies) % batch
+    name = next(iter(definition.outputs))
+    try:
+        call = kernel.bind(inputs, outputs, grown)
+    except KernelCallError as exc:
+        return WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=_describe(exc))
+    before = _clone(inputs)
+    drawn = 0
+    while drawn < wanted:
+        fill_sentinel(outputs)
+        produced = _run_once(kernel, call, outputs, inputs, before, written)
+        if isinstance(produced, WorkloadOutcome):
+            return produced
+        named = _as_named(definition, produced)
+        if isinstance(named, Mismatch):
+            return _outcome(named)
+        checked = check_samples(name, named[name], mask)
+        if isinstance(checked, Mismatch):
+            return _outcome(checked)
+        samples = named[name]
+        assert isinstance(samples, torch.Tensor)
+        flat = samples.detach().to("cpu", torch.int64).reshape(-1)
+        counts.index_add_(0, rows * vocab + flat, torch.ones_like(rows))
+        drawn += copies
+    tvd, row = distance(counts.view(batch, vocab), target)
+    if tvd > TVD_LIMIT:
+        return WorkloadOutcome(
+            status=EvaluationStatus.INCORRECT_NUMERICAL,
+            reason=f"output {name!r}: the samples' distribution is {tvd:.3f} away from the filtered probabilities "
+            f"in row {row} (total variation distance over {drawn} samples per row; FlashInfer-Bench's limit is "
+            f"{TVD_LIMIT})",
+        )
+    return None
 
 
 def _perturbable(
@@ -290,8 +365,18 @@ def check_outputs(
                 EvaluationStatus.INCORRECT_DTYPE,
                 f"output {name!r} has dtype {value.dtype}, expected {spec.dtype}",
             )
-        result = compare(
-            name, value, ref.to(torch_dtype(spec.dtype)), config.atol, config.rtol, config.rule, config.matched_ratio
+        result = (
+            check_samples(name, value, ref)
+            if is_sampling(definition)  # ref: the samples a sampler may draw (verify/sampling.py)
+            else compare(
+                name,
+                value,
+                ref.to(torch_dtype(spec.dtype)),
+                config.atol,
+                config.rtol,
+                config.rule,
+                config.matched_ratio,
+            )
         )
         if isinstance(result, Mismatch):
             return result
@@ -474,7 +559,10 @@ def _describe(exc: BaseException) -> str:
 
 
 def make_reference(definition: Definition) -> RunReference:
-    """Compiles the definition's reference once; the callable maps inputs to named outputs."""
+    """Compiles the definition's reference once; the callable maps inputs to named outputs. A sampling
+    definition's outputs are random: its "expected" output is the mask of the samples it may draw."""
+    if is_sampling(definition):
+        return make_sampling_reference(definition)  # type: ignore[return-value]
     namespace: dict[str, Any] = {"__name__": f"evoteam_reference_{definition.name}"}
     exec(compile(definition.reference, f"<reference {definition.name}>", "exec"), namespace)
     run = namespace["run"]

@@ -13,8 +13,8 @@ one family of inputs by name and makes values a real caller could pass:
   below ``num_pages``, and the deep_gemm FP8 cache layout with finite positive scales;
 - ``initial_state_indices``/``state_batch_indices``: distinct slots of the state pool;
 - ``positions``: below ``max_seq_len``; ``topk_ids``: distinct experts with packed bfloat16 weights;
-- ``probs``/``top_k``/``top_p``: distributions whose filtering keeps exactly one token, so that the
-  sampling reference is deterministic and two runs can be compared element by element.
+- ``probs``/``top_k``/``top_p``: distributions with most of their mass on a few tokens, and thresholds
+  that keep a handful of them, for the statistical check of samplers (``verify/sampling.py``).
 
 Coupled inputs are always synthesized together (``expand_groups``). Any other missing floating-point
 input is drawn from a normal distribution; a missing integer input without a rule is a ``SynthesisError``.
@@ -181,20 +181,30 @@ def _layout(ctx: _Context, names: list[str]) -> dict[str, torch.Tensor]:
     return out
 
 
+HOT_TOKENS = 8
+"""Synthesized ``probs`` put most of each row's mass on this many tokens, as a language model's do."""
+HOT_MASS = 0.95
+
+
 def _sampling(ctx: _Context) -> dict[str, torch.Tensor]:
+    """``probs``: each row puts ``HOT_MASS`` on ``HOT_TOKENS`` random tokens (random weights) and spreads the
+    rest over the vocabulary; ``top_k`` in [2, 8]; ``top_p`` in [0.3, 0.8], so the nucleus lies among the
+    likely tokens. The filtered distributions keep a handful of tokens: few samples tell a sampler apart from
+    argmax or from uniform sampling (``verify/sampling.py``), even when the sampler loops over rows in Python."""
     if "probs" not in ctx.definition.inputs:
         raise SynthesisError(f"{ctx.definition.name}: top_k/top_p without a 'probs' input")
     batch, vocab = ctx.shape("probs")
-    probs = torch.softmax(ctx.randn((batch, vocab)) * 3.0, dim=-1)
-    out = {"probs": ctx.tensor("probs", probs)}
-    has_p = "top_p" in ctx.definition.inputs
+    hot = min(HOT_TOKENS, vocab)
+    rest = 1.0 - HOT_MASS if vocab > hot else 0.0
+    probs = torch.full((batch, vocab), rest / max(1, vocab - hot), dtype=torch.float64)
+    for row in range(batch):
+        weights = ctx.rand((hot,)).to(torch.float64) + 0.1
+        probs[row, ctx.randperm(vocab)[:hot]] = weights / weights.sum() * (1.0 - rest)
+    out = {"probs": ctx.tensor("probs", probs / probs.sum(dim=-1, keepdim=True))}
     if "top_k" in ctx.definition.inputs:
-        # top-k alone samples among k tokens: only k = 1 leaves one; with top-p after it, any k works
-        k = ctx.randint(1, min(vocab, 64) + 1, (batch,)) if has_p else torch.ones(batch, dtype=torch.int64)
-        out["top_k"] = ctx.tensor("top_k", k)
-    if has_p:
-        # below the largest probability (which top-k renormalization only raises): one token survives
-        out["top_p"] = ctx.tensor("top_p", probs.max(dim=-1).values * (0.25 + 0.5 * ctx.rand((batch,))))
+        out["top_k"] = ctx.tensor("top_k", ctx.randint(min(2, vocab), min(hot, vocab) + 1, (batch,)))
+    if "top_p" in ctx.definition.inputs:
+        out["top_p"] = ctx.tensor("top_p", 0.3 + 0.5 * ctx.rand((batch,)))
     return out
 
 
