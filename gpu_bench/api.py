@@ -41,7 +41,12 @@ from evoteam.gpu_bench.interop.flashinfer.export import (
 from evoteam.gpu_bench.interop.flashinfer.importer import FlashInferImportError, import_flashinfer, matched_ratio
 from evoteam.gpu_bench.interop.flashinfer.importer import ImportOptions as FlashInferImportOptions
 from evoteam.gpu_bench.interop.kernelbench.problem import ImportOptions as KernelBenchImportOptions
-from evoteam.gpu_bench.interop.kernelbench.problem import KernelBenchError, compiled_baseline, import_problem
+from evoteam.gpu_bench.interop.kernelbench.problem import (
+    KernelBenchError,
+    compiled_baseline,
+    fitting_scale,
+    import_problem,
+)
 from evoteam.gpu_bench.interop.kernelbench.source import SourceError, parse_override
 from evoteam.gpu_bench.interop.kernelbench.write import write_task
 from evoteam.gpu_bench.interop.size_cap import default_cap
@@ -217,6 +222,7 @@ __all__ = [
     "fast_p",
     "find_config",
     "find_task",
+    "fitting_scale",
     "import_flashinfer",
     "import_problem",
     "instruction_classes",

@@ -420,19 +420,43 @@ def _check_size(original: str, origin: str, source: str, options: ImportOptions)
     need = meta_bytes(source, origin, options.seed)
     if need is None or need <= cap.mb * MB:
         return
-    hint = ""
+    found = _halved_until_it_fits(original, origin, options, cap.mb)
+    hint = f"--scale {found[0]:g} fits ({found[1] / MB:.3g} MiB); " if found is not None else ""
+    raise KernelBenchError(
+        f"{origin}: its tensors need {need / MB:.1f} MiB at these sizes, over the {cap.mb:g} MiB cap ({cap.why}): "
+        f"{hint}--scale or --size-override make them smaller, --max-mb sets another cap (inf: none)"
+    )
+
+
+def fitting_scale(problem: Path, options: ImportOptions, max_mb: float) -> float | None:
+    """The ``--scale`` (``options.scale`` halved until it fits, up to 12 times) at which the problem's tensors
+    fit ``max_mb`` MiB: ``options.scale`` itself (None: the file's sizes) when they already do, or when
+    ``get_inputs()`` does not run on the meta device. A KernelBenchError when no halving fits."""
+    try:
+        original = problem.read_text()
+    except OSError as exc:
+        raise KernelBenchError(f"cannot read {problem}: {exc.strerror}") from None
+    source, _, _ = _sized_source(original, problem.name, options.scale, options.overrides, options.seed)
+    need = meta_bytes(source, problem.name, options.seed)
+    if need is None or need <= max_mb * MB:
+        return options.scale
+    found = _halved_until_it_fits(original, problem.name, options, max_mb)
+    if found is None:
+        raise KernelBenchError(f"{problem.name}: no --scale down to 1/4096 fits {max_mb:g} MiB")
+    return found[0]
+
+
+def _halved_until_it_fits(
+    original: str, origin: str, options: ImportOptions, max_mb: float
+) -> tuple[float, int] | None:
     base = options.scale or 1.0
     for step in range(1, 13):
         factor = base / 2**step
         smaller, _, _ = _sized_source(original, origin, factor, options.overrides, options.seed)
         fits = meta_bytes(smaller, origin, options.seed)
-        if fits is not None and fits <= cap.mb * MB:
-            hint = f"--scale {factor:g} fits ({fits / MB:.3g} MiB); "
-            break
-    raise KernelBenchError(
-        f"{origin}: its tensors need {need / MB:.1f} MiB at these sizes, over the {cap.mb:g} MiB cap ({cap.why}): "
-        f"{hint}--scale or --size-override make them smaller, --max-mb sets another cap (inf: none)"
-    )
+        if fits is not None and fits <= max_mb * MB:
+            return factor, fits
+    return None
 
 
 def meta_bytes(source: str, origin: str, seed: int) -> int | None:
