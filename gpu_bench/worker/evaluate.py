@@ -87,8 +87,8 @@ class WorkloadOutcome(BaseModel):
     paired: PairedStats | None = None
     """Timed against ``EvalConfig.incumbent``: the ratios, their median and interval, both kernels' stats."""
     perturbed: bool = False
-    """The workload's fixed (blob) inputs were also verified on a perturbed copy, and the memo check ran on
-    perturbed copies: answers carried for the fixed values cannot pass or time well."""
+    """The workload's fixed (blob) inputs were also verified on a perturbed copy, and the kernel was timed and
+    memo-checked on perturbed copies: answers carried for the fixed values cannot pass or time well."""
 
 
 class ReferenceFailure(RuntimeError):
@@ -178,6 +178,8 @@ def evaluate_workload(
     )
     if not config.measure:
         return passed
+    if fixed:  # timed on perturbed copies of the fixed values: a table carried for them is never hit
+        trials = [_perturbed_trial(t, definition, workload, reference, written, draw) for t in trials]
     from evoteam.gpu_bench.worker.timed import Unseen, time_workload  # timed.py builds on this module
 
     unseen = (
@@ -247,6 +249,26 @@ def _distribution(
             f"{TVD_LIMIT})",
         )
     return None
+
+
+def _perturbed_trial(
+    trial: Trial,
+    definition: Definition,
+    workload: Workload,
+    reference: RunReference,
+    written: frozenset[str],
+    draw: random.SystemRandom,
+) -> Trial:
+    """The trial with its fixed (blob) floating-point inputs perturbed in place (``verify/inputs.perturbed``,
+    the same buffers) and the reference's outputs for them: what timing and the memo check then use, so that
+    a kernel carrying answers for a dataset's fixed values is timed at the speed of its real work."""
+    copy = perturbed(workload, trial.pristine, draw.getrandbits(63))
+    if copy is None:
+        return trial
+    inputs = refill(trial.inputs, copy)
+    pristine = _clone(inputs)
+    expected, wrote = _reference(reference, definition, pristine, workload, written)
+    return Trial(inputs, pristine, expected, wrote)
 
 
 def _perturbable(
