@@ -110,7 +110,7 @@ class Trial:
     pristine: dict[str, Value]
     expected: dict[str, torch.Tensor]
     written: dict[str, torch.Tensor] = field(default_factory=dict)
-    """The inputs the definition's reference writes into (``written_inputs``), as the reference left them."""
+    """The inputs the definition's reference writes into (``_reference``), as the reference left them."""
 
 
 RunReference = Callable[[dict[str, Value]], dict[str, torch.Tensor]]
@@ -131,9 +131,10 @@ def evaluate_workload(
     its timing on a loaded machine must not fail the task itself."""
     axes = definition.axis_values(workload.axes)
     worst = Errors(0.0, 0.0)
+    everything = frozenset(definition.inputs)
     previous: Trial | None = None
     trials: list[Trial] = []
-    written = written_inputs(definition, workload, reference, config, blob_root, kernel.device)
+    written: frozenset[str] | None = None  # found on the first trial, from what the reference writes
     for t in range(config.trials + 1):
         fresh = make_inputs(definition, workload, _seed(config.seed, workload.uuid, t), blob_root, kernel.device)
         reuse = t == config.trials and previous is not None
@@ -145,12 +146,20 @@ def evaluate_workload(
         except KernelCallError as exc:
             return _label(WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=_describe(exc)), t, reuse)
         try:
-            produced = _run_once(kernel, call, outputs, inputs, pristine, written)
+            produced = _run_once(kernel, call, outputs, inputs, pristine, everything if written is None else written)
         except DeviceFault as fault:
             raise DeviceFault(_label(fault.outcome, t, reuse)) from None
         if isinstance(produced, WorkloadOutcome):
             return _label(produced, t, reuse)
         expected, wrote = _reference(reference, definition, pristine, workload, written)
+        if written is None:
+            written = frozenset(wrote)
+            changed = changed_input(inputs, pristine, written)
+            if changed:
+                modified = WorkloadOutcome(
+                    status=EvaluationStatus.REJECTED, reason=f"the kernel modified its input {changed!r}"
+                )
+                return _label(modified, t, reuse)
         checked = check_outputs(definition, produced, expected, axes, config)
         if isinstance(checked, Errors):
             checked = check_written(inputs, wrote, config, checked)
@@ -162,6 +171,7 @@ def evaluate_workload(
         )
         previous = Trial(inputs, pristine, expected, wrote)
         trials = [*trials[-2:], previous]  # the last three: timing rotates over their contents
+    written = written or frozenset()
     if is_sampling(definition) and previous is not None and not trusted:  # the reference draws the target itself
         drawn = _distribution(kernel, definition, previous.pristine, axes, written)
         if drawn is not None:
@@ -187,7 +197,7 @@ def evaluate_workload(
         if trusted
         else Unseen(
             inputs=lambda seen: perturbed_values(seen, draw.getrandbits(63)),
-            expect=lambda pristine: _reference(reference, definition, pristine, workload)[0],
+            expect=lambda pristine: _reference(reference, definition, pristine, workload, written)[0],
         )
     )
     return time_workload(kernel, definition, axes, trials, config, passed, incumbent, unseen)
@@ -432,9 +442,12 @@ def _reference(
     definition: Definition,
     pristine: Mapping[str, Value],
     workload: Workload,
-    written: frozenset[str] = frozenset(),
+    written: frozenset[str] | None = frozenset(),
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The reference's outputs on a copy of ``pristine``, and the ``written`` inputs as it left them."""
+    """The reference's outputs on a copy of ``pristine``, and the ``written`` inputs as it left them; with
+    ``written`` None, the inputs it changed (FlashInfer Trace's ``gdn_mtp`` references fill
+    ``intermediate_states_buffer``, a cache the caller passes). A kernel may write those inputs too, and what it
+    writes is compared like an output; FlashInfer-Bench itself does not compare them."""
     copy = _clone(pristine)
     try:
         expected = reference(copy)
@@ -442,36 +455,8 @@ def _reference(
         raise ReferenceFailure(
             f"the reference of {definition.name} fails on workload {workload.uuid}: {_describe(exc)}"
         ) from exc
-    return expected, {n: v for n, v in copy.items() if n in written and isinstance(v, torch.Tensor)}
-
-
-_WRITTEN: dict[tuple[str, str], frozenset[str]] = {}
-
-
-def written_inputs(
-    definition: Definition,
-    workload: Workload,
-    reference: RunReference,
-    config: EvalConfig,
-    blob_root: Path | None,
-    device: str,
-) -> frozenset[str]:
-    """The inputs the definition's own reference writes into (FlashInfer Trace's ``gdn_mtp`` references fill
-    ``intermediate_states_buffer``, a cache the caller passes in): a candidate may write them too, and what it
-    writes must match what the reference writes (FlashInfer-Bench itself does not compare them). Found once per
-    worker and workload, by running the reference on a probe draw that no trial uses."""
-    key = (hashlib.sha256(definition.reference.encode()).hexdigest(), workload.uuid)
-    if key not in _WRITTEN:
-        probe = make_inputs(definition, workload, _seed(config.seed, workload.uuid, -1), blob_root, device)
-        before = _clone(probe)
-        try:
-            reference(probe)
-        except Exception as exc:
-            raise ReferenceFailure(
-                f"the reference of {definition.name} fails on workload {workload.uuid}: {_describe(exc)}"
-            ) from exc
-        _WRITTEN[key] = frozenset(changed_inputs(probe, before))
-    return _WRITTEN[key]
+    names = frozenset(changed_inputs(copy, pristine)) if written is None else written
+    return expected, {n: v for n, v in copy.items() if n in names and isinstance(v, torch.Tensor)}
 
 
 def check_written(
