@@ -20,11 +20,12 @@ and ``model_new.py`` (a KernelBench-style file defining ``class ModelNew(nn.Modu
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import math
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -461,12 +462,12 @@ def _halved_until_it_fits(
 
 def meta_bytes(source: str, origin: str, seed: int) -> int | None:
     """Bytes of the problem's inputs and outputs at the sizes in ``source``, found on torch's meta device
-    (nothing is allocated); None when ``get_inputs()`` does not run there (it samples a distribution). Outputs
-    count only where the model also runs there."""
+    (nothing is allocated; torch.distributions run there without argument validation); None when
+    ``get_inputs()`` does not run there (it reads values). Outputs count only where the model also runs there."""
     namespace = _exec(prelude(source, seed, origin), origin)
     meta = torch.device("meta")
     try:
-        with meta:
+        with meta, _unvalidated_distributions():
             values = list(namespace["PROBLEM"]["get_inputs"]())
     except Exception:
         return None
@@ -492,9 +493,9 @@ def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> tuple[d
     meta = torch.device("meta")
     constants = find_constants(source, origin)
     try:
-        with meta:
+        with meta, _unvalidated_distributions():
             values = namespace["PROBLEM"]["get_inputs"]()
-    except Exception:  # get_inputs() needs values (a distribution's sampler): any large integer may be a size
+    except Exception:  # get_inputs() needs values: any large integer may be a size
         numbers = [v for c in constants.values() for v in _numbers(c.literal)]
         values = [torch.empty(0, *(v for v in numbers if isinstance(v, int) and v >= SCALE_MIN), device=meta)]
     dims = {d for v in values if isinstance(v, torch.Tensor) for d in v.shape}
@@ -531,6 +532,18 @@ def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> tuple[d
         for d in stuck
     ]
     return sizes, notes
+
+
+@contextlib.contextmanager
+def _unvalidated_distributions() -> Iterator[None]:
+    """torch.distributions without argument validation, whose checks read values (``.item()``), which tensors
+    on the meta device do not have: a ``Pareto(0.01, 1.5).sample(shape)`` then runs there too."""
+    before = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(before)
 
 
 def _numbers(literal: object) -> list[int | float]:
