@@ -422,7 +422,11 @@ def _check_size(original: str, origin: str, source: str, options: ImportOptions)
     if need is None or need <= cap.mb * MB:
         return
     found = _halved_until_it_fits(original, origin, options, cap.mb)
-    hint = f"--scale {found[0]:g} fits ({found[1] / MB:.3g} MiB); " if found is not None else ""
+    hint = (
+        f"--scale {found[0]:g} fits ({found[1] / MB:.3g} MiB); "
+        if found is not None
+        else f"no --scale fits{_fixed_sizes(original, origin, options)}; "
+    )
     raise KernelBenchError(
         f"{origin}: its tensors need {need / MB:.1f} MiB at these sizes, over the {cap.mb:g} MiB cap ({cap.why}): "
         f"{hint}--scale or --size-override make them smaller, --max-mb sets another cap (inf: none)"
@@ -443,7 +447,10 @@ def fitting_scale(problem: Path, options: ImportOptions, max_mb: float) -> float
         return options.scale
     found = _halved_until_it_fits(original, problem.name, options, max_mb)
     if found is None:
-        raise KernelBenchError(f"{problem.name}: no --scale down to 1/4096 fits {max_mb:g} MiB")
+        raise KernelBenchError(
+            f"{problem.name}: no --scale down to 1/4096 fits {max_mb:g} MiB"
+            f"{_fixed_sizes(original, problem.name, options)}"
+        )
     return found[0]
 
 
@@ -458,6 +465,13 @@ def _halved_until_it_fits(
         if fits is not None and fits <= max_mb * MB:
             return factor, fits
     return None
+
+
+def _fixed_sizes(original: str, origin: str, options: ImportOptions) -> str:
+    """The dimensions ``--scale`` cannot reach (written where they are used), for a refusal."""
+    _, _, notes = _sized_source(original, origin, 0.5, options.overrides, options.seed)
+    stuck = [n.split("size ", 1)[1].split(":", 1)[0] for n in notes if n.startswith("--scale cannot change size")]
+    return f" (sizes written where they are used, which --scale cannot reach: {', '.join(stuck)})" if stuck else ""
 
 
 def meta_bytes(source: str, origin: str, seed: int) -> int | None:
