@@ -128,12 +128,15 @@ def test_model_new_candidates_correct_and_wrong_through_the_evaluator(tmp_path: 
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_a_load_inline_model_new_builds_in_the_sandboxed_worker(tmp_path: Path, evaluator: Evaluator) -> None:
-    """The extension is built at import inside the worker, whose home folder is read-only: torch's extension
-    folder is in the build cache (about 30 s of g++)."""
+@pytest.mark.parametrize("model_new", ["model_new_gemm_load_inline.py", "model_new_gemm_cpp_extension.py"])
+def test_an_extension_model_new_builds_in_the_sandboxed_worker(
+    model_new: str, tmp_path: Path, evaluator: Evaluator
+) -> None:
+    """The extension (cpp_extension.load_inline, or load on a file) is built at import inside the worker, whose
+    home folder is read-only: torch's extension folder is in the build cache (about 30 s of g++ each)."""
     task = imported(GEMM, tmp_path)
     definition = task.load_definition()
-    candidate = candidate_solution(task, definition, SAMPLES / "model_new_gemm_load_inline.py")
+    candidate = candidate_solution(task, definition, SAMPLES / model_new)
     result = evaluate(evaluator, task, candidate, task.baseline_solution(definition))
     assert result.load_error is None and result.status == EvaluationStatus.PASSED, result.summary.worst
 
