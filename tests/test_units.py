@@ -116,6 +116,10 @@ def test_torchs_own_dynamo_wrapper_is_not_tampering_but_a_lookalike_is(monkeypat
     assert integrity.tampered(before) == ["torch.manual_seed"]
     monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(lookalike))  # torch's wrapper of another function
     assert integrity.tampered(before) == ["torch.manual_seed"]
+    disguised = torch._disable_dynamo(lookalike)
+    disguised.__wrapped__ = original  # the attribute says the original; the wrapper still calls the lookalike
+    monkeypatch.setattr(torch, "manual_seed", disguised)
+    assert integrity.tampered(before) == ["torch.manual_seed"]
 
 
 @pytest.mark.integration

@@ -71,14 +71,18 @@ _DISABLED_CODE = getattr(_DISABLE(lambda: None), "__code__", None) if _DISABLE i
 """The code of the wrapper ``torch._disable_dynamo`` makes (the same code object for every function)."""
 
 
+_WRAPPED_CELL = _DISABLED_CODE.co_freevars.index("fn") if _DISABLED_CODE is not None else -1
+"""Where the wrapper keeps the function it calls, among its closure's cells."""
+
+
 def _dynamo_disabled(value: object, original: int) -> bool:
-    """Whether ``value`` is torch's ``_disable_dynamo`` wrapper around the object whose id is ``original``: it
-    calls that object and nothing else (a wrapper's code cannot be torch's unless torch made it)."""
-    return (
-        _DISABLED_CODE is not None
-        and getattr(value, "__code__", None) is _DISABLED_CODE
-        and id(getattr(value, "__wrapped__", None)) == original
-    )
+    """Whether ``value`` is torch's ``_disable_dynamo`` wrapper around the object whose id is ``original``: its
+    code is torch's wrapper and the function its closure calls is that object (``__wrapped__`` is only an
+    attribute, which anyone may set on a wrapper of something else)."""
+    if _DISABLED_CODE is None or getattr(value, "__code__", None) is not _DISABLED_CODE:
+        return False
+    cells = getattr(value, "__closure__", None) or ()
+    return 0 <= _WRAPPED_CELL < len(cells) and id(cells[_WRAPPED_CELL].cell_contents) == original
 
 
 def _entries() -> list[tuple[str, object]]:
