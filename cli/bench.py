@@ -134,15 +134,15 @@ def run(args: argparse.Namespace) -> int:
         return _bench(job, args)
     except (TaskError, BenchInputError, WorkerStartError) as exc:
         print(f"evoteam bench: error: {exc}", file=sys.stderr)
-        _json_error(args, str(exc))
+        json_error(args, str(exc))
         return 2
     except KeyboardInterrupt:
         print("evoteam bench: interrupted", file=sys.stderr)
-        _json_error(args, "interrupted")
+        json_error(args, "interrupted")
         return 130
 
 
-def _json_error(args: argparse.Namespace, message: str) -> None:
+def json_error(args: argparse.Namespace, message: str) -> None:
     """Under ``--json`` stdout holds one JSON object whatever happens: on an error, its status and message."""
     if getattr(args, "json", False):
         print(json.dumps({"status": "ERROR", "error": message}))

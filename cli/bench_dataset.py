@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evoteam.cli.bench import bench_runner, eval_config
+from evoteam.cli.bench import bench_runner, eval_config, json_error
 from evoteam.gpu_bench.api import CandidateResult, Definition, Runner, Solution, Tolerance, Workload
 
 MB = 1 << 20
@@ -58,8 +58,7 @@ def run_dataset(args: argparse.Namespace) -> int:
         report = _bench_all(args, root, [definitions[n][0] for n in names])
     except (DatasetError, TaskError, BenchInputError, WorkerStartError, ExportError) as exc:
         print(f"evoteam bench: error: {exc}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"status": "ERROR", "error": str(exc)}))
+        json_error(args, str(exc))
         return 2
     _show(report, root, args)
     failed = any(r.result.status.value != "PASSED" for r in report.runs)
@@ -71,6 +70,7 @@ def _bench_all(args: argparse.Namespace, root: Path, definitions: list[Definitio
 
     report = _Report()
     runners: dict[bool, Runner] = {}
+    evaluators: dict[bool, Evaluator] = {}  # one per runner: a definition's reference is timed once for all
     try:
         for definition in definitions:
             solutions = _solutions(definition, root, report)
@@ -79,12 +79,13 @@ def _bench_all(args: argparse.Namespace, root: Path, definitions: list[Definitio
             workloads = _workloads(definition, root, args, solutions[0].spec.target_hardware[0], report)
             if not workloads:
                 continue
+            config = eval_config(args, _tolerance(definition))
             for solution in solutions:
                 on_cpu = resolve_arch(solution.spec.target_hardware) is None
                 if on_cpu not in runners:
                     runners[on_cpu] = bench_runner(args, on_cpu)
-                evaluator = Evaluator(runners[on_cpu])
-                config = eval_config(args, _tolerance(definition))
+                    evaluators[on_cpu] = Evaluator(runners[on_cpu])
+                evaluator = evaluators[on_cpu]
                 result = evaluator.evaluate(
                     definition, workloads, solution, _baseline(definition, solution), config, root
                 )
