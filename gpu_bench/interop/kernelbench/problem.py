@@ -215,7 +215,7 @@ def import_problem(problem: Path, options: ImportOptions | None = None) -> Impor
         _check_shape_of_file(parse(original, origin), origin)
     except SourceError as exc:
         raise KernelBenchError(str(exc)) from None
-    source, sizes, scale_notes = _sized_source(original, origin, options.scale, options.overrides, seed)
+    source, sizes, stuck = _sized_source(original, origin, options.scale, options.overrides, seed)
     _check_size(original, origin, source, options)
     model_new = options.model_new if options.model_new is not None else starting_model_new(source)
     _check_model_new(model_new)
@@ -246,7 +246,7 @@ def import_problem(problem: Path, options: ImportOptions | None = None) -> Impor
         for n, t in zip(out_names, outputs, strict=True)
     }
     specs, blobs, notes = _input_specs(given, options.inputs, f"blobs/{name}.safetensors")
-    notes = scale_notes + notes
+    notes = [_stuck_note(d) for d in stuck] + notes
     notes += _finite_on_random_inputs(run, values, outputs, specs)
     if options.inputs != "random":
         notes += _identity_outputs(given, dict(zip(out_names, outputs, strict=True)))
@@ -397,16 +397,17 @@ def _dtype(value: torch.Tensor, what: str, origin: str) -> DType:
 
 def _sized_source(
     original: str, origin: str, scale: float | None, overrides: dict[str, Value], seed: int
-) -> tuple[str, dict[str, Value], list[str]]:
-    """The problem's source at the chosen sizes, the constants changed, and ``--scale``'s notes."""
+) -> tuple[str, dict[str, Value], list[int]]:
+    """The problem's source at the chosen sizes, the constants changed, and the sizes ``--scale`` cannot
+    reach (``_scaled_sizes``)."""
     try:
         sizes: dict[str, Value] = {}
-        notes: list[str] = []
+        stuck: list[int] = []
         if scale is not None:
-            scaled_sizes, notes = _scaled_sizes(original, origin, scale, seed)
+            scaled_sizes, stuck = _scaled_sizes(original, origin, scale, seed)
             sizes.update(scaled_sizes)
         sizes.update(overrides)
-        return rewrite(original, sizes, origin), sizes, notes
+        return rewrite(original, sizes, origin), sizes, stuck
     except SourceError as exc:
         raise KernelBenchError(str(exc)) from None
 
@@ -469,9 +470,9 @@ def _halved_until_it_fits(
 
 def _fixed_sizes(original: str, origin: str, options: ImportOptions) -> str:
     """The dimensions ``--scale`` cannot reach (written where they are used), for a refusal."""
-    _, _, notes = _sized_source(original, origin, 0.5, options.overrides, options.seed)
-    stuck = [n.split("size ", 1)[1].split(":", 1)[0] for n in notes if n.startswith("--scale cannot change size")]
-    return f" (sizes written where they are used, which --scale cannot reach: {', '.join(stuck)})" if stuck else ""
+    _, _, stuck = _sized_source(original, origin, 0.5, options.overrides, options.seed)
+    shown = ", ".join(str(d) for d in stuck)
+    return f" (sizes written where they are used, which --scale cannot reach: {shown})" if stuck else ""
 
 
 def meta_bytes(source: str, origin: str, seed: int) -> int | None:
@@ -479,47 +480,48 @@ def meta_bytes(source: str, origin: str, seed: int) -> int | None:
     (nothing is allocated; torch.distributions run there without argument validation); None when
     ``get_inputs()`` does not run there (it reads values). Outputs count only where the model also runs there."""
     namespace = _exec(prelude(source, seed, origin), origin)
-    meta = torch.device("meta")
-    try:
-        with meta, _unvalidated_distributions():
-            values = list(namespace["PROBLEM"]["get_inputs"]())
-    except Exception:
+    values = _meta_inputs(namespace)
+    if values is None:
         return None
-    tensors = [v for v in values if isinstance(v, torch.Tensor)]
-    try:
-        with meta:
-            produced = namespace["forward"](namespace["PROBLEM"]["Model"], tuple(values))
-        tensors += (
-            [produced] if isinstance(produced, torch.Tensor) else [o for o in produced if isinstance(o, torch.Tensor)]
-        )
-    except Exception:  # an op without a meta kernel: the inputs alone
-        pass
+    tensors = [v for v in values if isinstance(v, torch.Tensor)] + _meta_outputs(namespace, values)
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> tuple[dict[str, Value], list[str]]:
+def _meta_inputs(namespace: dict[str, Any]) -> list[Any] | None:
+    """``get_inputs()`` on torch's meta device, or None where it does not run there."""
+    try:
+        with torch.device("meta"), _unvalidated_distributions():
+            return list(namespace["PROBLEM"]["get_inputs"]())
+    except Exception:
+        return None
+
+
+def _meta_outputs(namespace: dict[str, Any], values: list[Any]) -> list[torch.Tensor]:
+    """The model's output tensors on the meta device for ``values``; none where an op has no meta kernel."""
+    try:
+        with torch.device("meta"):
+            produced = namespace["forward"](namespace["PROBLEM"]["Model"], tuple(values))
+    except Exception:
+        return []
+    outputs = [produced] if isinstance(produced, torch.Tensor) else list(produced)
+    return [o for o in outputs if isinstance(o, torch.Tensor)]
+
+
+def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> tuple[dict[str, Value], list[int]]:
     """The integer constants (at least ``SCALE_MIN``) that are a dimension of an input, or of an output when
     the model runs on torch's meta device, each times ``factor``; in a tuple or list constant that holds such
     a dimension (``input_shape = (4096,)``, ``layer_sizes = [400, 800]``) every integer of at least
-    ``SCALE_MIN``, hidden sizes included; and a note for each such dimension that no constant holds (a size written
-    inside ``get_inputs()``), which ``--scale`` cannot change."""
+    ``SCALE_MIN``, hidden sizes included; and the dimensions that no constant holds (a size written inside
+    ``get_inputs()``), which ``--scale`` cannot change."""
     namespace = _exec(prelude(source, seed, origin), origin)
-    meta = torch.device("meta")
     constants = find_constants(source, origin)
-    try:
-        with meta, _unvalidated_distributions():
-            values = namespace["PROBLEM"]["get_inputs"]()
-    except Exception:  # get_inputs() needs values: any large integer may be a size
+    values = _meta_inputs(namespace)
+    if values is None:  # get_inputs() needs values: any large integer may be a size
         numbers = [v for c in constants.values() for v in _numbers(c.literal)]
-        values = [torch.empty(0, *(v for v in numbers if isinstance(v, int) and v >= SCALE_MIN), device=meta)]
+        large = (v for v in numbers if isinstance(v, int) and v >= SCALE_MIN)
+        values = [torch.empty(0, *large, device="meta")]
     dims = {d for v in values if isinstance(v, torch.Tensor) for d in v.shape}
-    try:
-        with meta:
-            produced = namespace["forward"](namespace["PROBLEM"]["Model"], tuple(values))
-        outputs = [produced] if isinstance(produced, torch.Tensor) else list(produced)
-        dims |= {d for o in outputs if isinstance(o, torch.Tensor) for d in o.shape}
-    except Exception:  # an op without a meta kernel: the input dimensions alone decide
-        pass
+    dims |= {d for o in _meta_outputs(namespace, values) for d in o.shape}
 
     def scalable(v: object) -> bool:
         return type(v) is int and v >= SCALE_MIN and v in dims
@@ -540,12 +542,14 @@ def _scaled_sizes(source: str, origin: str, factor: float, seed: int) -> tuple[d
     # a dimension equal to a constant that is not literal (dim2 = dim * 2) follows that constant
     computed = {v for n, v in namespace["PROBLEM"].items() if type(v) is int and n in constants}
     stuck = sorted(d for d in dims if d >= SCALE_MIN and d not in held and d not in computed)
-    notes = [
-        f"--scale cannot change size {d}: no module-level constant (a number, tuple or list) holds it "
+    return sizes, stuck
+
+
+def _stuck_note(size: int) -> str:
+    return (
+        f"--scale cannot change size {size}: no module-level constant (a number, tuple or list) holds it "
         "(it is written where it is used); set it in the file, or leave it"
-        for d in stuck
-    ]
-    return sizes, notes
+    )
 
 
 @contextlib.contextmanager
