@@ -118,7 +118,7 @@ def _workloads(
 ) -> list[Workload]:
     """The definition's workloads under the size cap (of the memory ``target`` runs in) whose blobs exist; one
     line for each other one."""
-    from evoteam.gpu_bench.api import SafetensorsInput, TaskError, dataset_workloads, default_cap, workload_bytes
+    from evoteam.gpu_bench.api import SafetensorsInput, TaskError, cap_for, dataset_workloads, workload_bytes
 
     try:
         workloads = dataset_workloads(definition, root)
@@ -128,10 +128,8 @@ def _workloads(
     if not workloads:
         report.left_out.append(f"definition {definition.name}: no workloads in the dataset")
         return []
-    cap = args.max_mb
-    if cap is None:
-        default = default_cap(target)
-        cap = default.mb if default is not None else math.inf
+    found = cap_for(args.max_mb, target)
+    cap = found.mb if found is not None else math.inf
     kept: list[Workload] = []
     notes: list[str] = []  # one line per workload left out
     for workload in workloads:

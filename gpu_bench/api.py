@@ -49,7 +49,7 @@ from evoteam.gpu_bench.interop.kernelbench.problem import (
 )
 from evoteam.gpu_bench.interop.kernelbench.source import SourceError, parse_override
 from evoteam.gpu_bench.interop.kernelbench.write import write_task
-from evoteam.gpu_bench.interop.size_cap import default_cap
+from evoteam.gpu_bench.interop.size_cap import cap_for
 from evoteam.gpu_bench.interop.synth.axes import workload_bytes
 from evoteam.gpu_bench.machine import MachineFacts, machine_facts
 from evoteam.gpu_bench.profile.ncu import (
@@ -202,6 +202,7 @@ __all__ = [
     "append_traces",
     "build",
     "build_summary",
+    "cap_for",
     "check_exportable",
     "check_file",
     "check_solution",
@@ -213,7 +214,6 @@ __all__ = [
     "dataset_root",
     "dataset_solutions",
     "dataset_workloads",
-    "default_cap",
     "default_memory_limit_mb",
     "demangle",
     "downgrades",

@@ -76,5 +76,10 @@ def default_cap(
     return _cap(memory, f"this machine's {memory:.1f} GiB of RAM") if memory is not None else None
 
 
+def cap_for(max_mb: float | None, target: str) -> SizeCap | None:
+    """The cap an import or a run uses: ``max_mb`` when one was given (``--max-mb``), else ``default_cap``."""
+    return SizeCap(mb=max_mb, why="--max-mb") if max_mb is not None else default_cap(target)
+
+
 def _cap(gib: float, where: str) -> SizeCap:
     return SizeCap(mb=round(gib * 1024 / SHARE, 1), why=f"1/{SHARE} of {where}; --max-mb sets another, inf none")

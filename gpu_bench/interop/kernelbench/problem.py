@@ -61,7 +61,7 @@ from evoteam.gpu_bench.interop.kernelbench.values import (
     output_names,
     scalar_dtype,
 )
-from evoteam.gpu_bench.interop.size_cap import SizeCap, default_cap
+from evoteam.gpu_bench.interop.size_cap import cap_for
 from evoteam.gpu_bench.schema import (
     Binding,
     BuildSpec,
@@ -416,7 +416,7 @@ def _check_size(original: str, origin: str, source: str, options: ImportOptions)
     """Refuses a problem whose tensors (inputs, and outputs where the model runs on the meta device) exceed
     the size cap (``max_mb``, else the default from this machine's memory), naming a ``--scale`` that fits;
     the problem runs on the CPU next, at these sizes."""
-    cap = SizeCap(mb=options.max_mb, why="--max-mb") if options.max_mb is not None else default_cap(options.target)
+    cap = cap_for(options.max_mb, options.target)
     if cap is None or not math.isfinite(cap.mb):
         return
     need = meta_bytes(source, origin, options.seed)
