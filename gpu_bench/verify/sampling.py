@@ -175,11 +175,16 @@ def samples_needed(target: torch.Tensor) -> int:
     return max(MIN_SAMPLES, min(MAX_SAMPLES, SAMPLES_PER_TOKEN * support))
 
 
-def repeats(inputs: Mapping[str, object], batch_axis: int, wanted: int) -> int:
-    """How many copies of the batch one call draws from (``probs`` at most ``PAD_BYTES``)."""
+MAX_ROWS = 1 << 20
+"""At most this many rows (samples) per call, however small the vocabulary."""
+
+
+def repeats(inputs: Mapping[str, object], batch: int, wanted: int) -> int:
+    """How many copies of the ``batch`` rows one call draws from: no more than ``wanted`` samples per row
+    need, with ``probs`` at most ``PAD_BYTES`` and at most ``MAX_ROWS`` rows."""
     probs = _probs(inputs)
     per_copy = max(1, probs.numel() * probs.element_size())
-    return max(1, min(wanted, PAD_BYTES // per_copy, max(1, (1 << 20) // max(1, batch_axis))))
+    return max(1, min(wanted, PAD_BYTES // per_copy, MAX_ROWS // max(1, batch)))
 
 
 def padded(inputs: Mapping[str, object], batch: int, copies: int) -> dict[str, object]:
