@@ -25,6 +25,7 @@ import torch
 
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch
+from evoteam.gpu_bench.verify.inputs import Value
 
 TVD_LIMIT = 0.2
 """FlashInfer-Bench's ``sampling_tvd_threshold``."""
@@ -129,12 +130,12 @@ def _probs(inputs: Mapping[str, object]) -> torch.Tensor:
     return (probs if probs.dim() == 2 else probs.reshape(1, -1)).float()
 
 
-def make_sampling_reference(definition: Definition) -> Callable[[dict[str, object]], dict[str, torch.Tensor]]:
+def make_sampling_reference(definition: Definition) -> Callable[[dict[str, Value]], dict[str, torch.Tensor]]:
     """What a sampling kernel's outputs are checked against: the valid mask, under the first output's name."""
     kind = method(definition)
     name = next(iter(definition.outputs))
 
-    def reference(inputs: dict[str, object]) -> dict[str, torch.Tensor]:
+    def reference(inputs: dict[str, Value]) -> dict[str, torch.Tensor]:
         return {name: valid_mask(inputs, kind)}
 
     return reference
@@ -187,9 +188,9 @@ def repeats(inputs: Mapping[str, object], batch: int, wanted: int) -> int:
     return max(1, min(wanted, PAD_BYTES // per_copy, MAX_ROWS // max(1, batch)))
 
 
-def padded(inputs: Mapping[str, object], batch: int, copies: int) -> dict[str, object]:
+def padded(inputs: Mapping[str, Value], batch: int, copies: int) -> dict[str, Value]:
     """The inputs with every tensor whose first dimension is the batch repeated ``copies`` times along it."""
-    out: dict[str, object] = {}
+    out: dict[str, Value] = {}
     for name, value in inputs.items():
         if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape[0] == batch:
             out[name] = value.repeat(copies, *([1] * (value.dim() - 1))).contiguous()

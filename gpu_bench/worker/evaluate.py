@@ -222,7 +222,7 @@ def _distribution(
     axis = probs_shape[0] if len(probs_shape) == 2 else None
     var = axis is not None and axis in definition.axes and definition.axes[axis].type == "var"
     copies = repeats(pristine, batch, wanted) if var else 1
-    inputs: dict[str, Value] = padded(pristine, batch, copies) if copies > 1 else _clone(pristine)  # type: ignore[assignment]
+    inputs = padded(pristine, batch, copies) if copies > 1 else _clone(pristine)
     grown = {**axes, axis: batch * copies} if var and axis is not None else axes
     outputs = nan_outputs(definition, grown, kernel.device)
     counts = torch.zeros(batch * vocab, dtype=torch.int64)
@@ -569,7 +569,7 @@ def make_reference(definition: Definition) -> RunReference:
     """Compiles the definition's reference once; the callable maps inputs to named outputs. A sampling
     definition's outputs are random: its "expected" output is the mask of the samples it may draw."""
     if is_sampling(definition):
-        return make_sampling_reference(definition)  # type: ignore[return-value]
+        return make_sampling_reference(definition)
     namespace: dict[str, Any] = {"__name__": f"evoteam_reference_{definition.name}"}
     exec(compile(definition.reference, f"<reference {definition.name}>", "exec"), namespace)
     run = namespace["run"]
