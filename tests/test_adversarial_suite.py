@@ -115,6 +115,7 @@ CHEATS = [
     ),
     case("defer_until_read.cpp", "rejected|neutralized", workload=SMALL),
     case("scan_memory.cpp", "neutralized"),
+    case("other_outputs.cpp", "neutralized"),
     case("capi_patch_harness.cpp", "rejected", "outside atol"),
     case("forge_protocol.cpp", "rejected", "non-finite"),
     case("forge_protocol.py", "rejected", "did not belong to the request"),
