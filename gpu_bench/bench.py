@@ -181,7 +181,7 @@ class Evaluator:
                 result = _workload_result(done, base_by_uuid.get(done.workload.uuid))
                 results.append(result)
                 traces.append(_trace_of(definition, done, result, run.solution, env, timestamp))
-        pairs = [w.outcome.paired.ratios for w in run.workloads if w.outcome.paired is not None]
+        pairs = [w.outcome.paired.blocks for w in run.workloads if w.outcome.paired is not None]
         interval = geomean_ci(pairs) if pairs and len(pairs) == len(results) else None
         return CandidateResult(
             status=overall_status([r.status for r in results]) if run.ok else EvaluationStatus.COMPILE_ERROR,

@@ -1,6 +1,7 @@
 """Measurement through the real evaluator and worker: a candidate timed interleaved with its baseline in
 one worker gets a median ratio with its interval, pairs and flags; an incumbent that does not load is bad
-input, not the candidate's failure; the worker's thread policy is applied and recorded."""
+input, not the candidate's failure; the worker's thread policy is applied and recorded; the output sets the
+sides trade hold no answer for the candidate to copy."""
 
 from __future__ import annotations
 
@@ -82,3 +83,34 @@ def test_the_thread_policy_is_applied_and_recorded(
     assert evaluation is not None
     assert "threads=1" in evaluation.log
     assert evaluation.environment.libs["threads"] == f"1 thread on CPUs {cpu}"
+
+
+def test_the_output_sets_are_traded_and_hold_no_answer_for_the_candidate_to_copy(
+    runner: LocalRunner, definition: Definition, workloads: list[Workload]
+) -> None:
+    """Paired timing trades two output sets between the sides, so a C candidate's native host maps both.
+    ``other_outputs.cpp`` copies a finished answer it finds in the set it was not given (the incumbent's, a
+    moment old, when it runs second) instead of its slow 20-pass work; every set is poisoned before each of
+    its calls, so it measures as slow as that work does (``control_slow.cpp``) against the same incumbent."""
+    incumbent = kernel_solution("honest.cpp")
+    large = [w for w in workloads if w.uuid == "large-65536"]
+    speed: dict[str, float] = {}
+    for name in ("adversarial/other_outputs.cpp", "adversarial/control_slow.cpp"):
+        result = Evaluator(runner).evaluate(definition, large, kernel_solution(name), incumbent, quick_config())
+        assert result.status == EvaluationStatus.PASSED, result.workloads[0].reason
+        assert result.workloads[0].speedup is not None
+        speed[name] = result.workloads[0].speedup
+    assert speed["adversarial/other_outputs.cpp"] <= 2.0 * speed["adversarial/control_slow.cpp"], speed
+
+
+def test_nothing_is_measured_against_an_incumbent_whose_timed_outputs_are_wrong(
+    runner: LocalRunner, definition: Definition, workloads: list[Workload]
+) -> None:
+    """The incumbent's outputs are verified on the same drawn pairs as the candidate's (the same work after
+    either side's call); an incumbent that writes half its output gives no speedup to measure against."""
+    config = quick_config(incumbent=kernel_solution("partial_write.cpp"))
+    run = runner.run(definition, workloads[:1], kernel_solution("honest.cpp"), config, None)
+    outcome = run.workloads[0].outcome
+    assert outcome.status == EvaluationStatus.RUNTIME_ERROR, outcome
+    assert "the incumbent's outputs differ from the reference" in outcome.reason
+    assert outcome.paired is None

@@ -1,10 +1,13 @@
 """Paired, interleaved timing: the incumbent and a candidate timed alternately in one process.
 
-A claim "B is faster than A" compares two kernels measured in the same session: pairs alternate their order
-(A B, then B A: ABBA blocks, so neither always runs second), both see the same inputs (the caller's rotation
-runs before each pair) and the same cache flush before each call. Each pair gives one ratio ``time A /
-time B``; sampling stops when the 95% interval of the median ratio is narrow enough (``target_noise``) or the
-time cap is reached (twice ``max_time_s``: two kernels share it). Machine load is sampled while timing.
+A claim "B is faster than A" compares two kernels measured in the same session. Pairs come in blocks of two
+in opposite orders, A B then B A or B A then A B, drawn at random for each block: neither always runs second,
+and nothing in the loop that recurs with a period (the interpreter's garbage collection, say) falls on one
+side's turn more than the other's. In a fixed ABBA order, identical kernels measured the second one 0.2-0.45%
+faster, every time. Both see the same inputs and the same cache flush before each call. Each pair gives one
+ratio ``time A / time B``, and each block the geometric mean of its two (``block_ratios``). Sampling stops,
+after a whole block, when the 95% interval of the median block ratio is narrow enough (``target_noise``) or
+the time cap is reached (twice ``max_time_s``: two kernels share it). Machine load is sampled while timing.
 
 ``warm_up`` and ``cpu_measure`` are the pieces the single-kernel timers (``cpu.py``, ``gpu.py``) use as well.
 """
@@ -12,6 +15,7 @@ time cap is reached (twice ``max_time_s``: two kernels share it). Machine load i
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +23,7 @@ from pathlib import Path
 from evoteam.gpu_bench.timing.statistics import (
     PairedStats,
     TimingConfig,
+    block_ratios,
     net_ms,
     paired_stats,
     relative_ci_half_width,
@@ -27,7 +32,8 @@ from evoteam.gpu_bench.timing.statistics import (
 Measure = Callable[[Callable[[], object]], float]
 """Times one call in milliseconds, its cache flush before the timed region included."""
 LOAD_EVERY = 8
-"""Pairs between two readings of the machine's runnable tasks."""
+"""Pairs between two readings of the machine's runnable tasks (read before both pairs of a block, one of each
+order, so the reading's cost falls on both sides alike)."""
 
 
 def time_pair(
@@ -40,12 +46,15 @@ def time_pair(
     clock: Callable[[], int] = time.perf_counter_ns,
     runnable: Callable[[], int | None] | None = None,
     overhead_ms: tuple[float, float] = (0.0, 0.0),
+    order: random.Random | None = None,
 ) -> PairedStats:
-    """Warms both kernels by time, alternating, then samples pairs in ABBA order. ``warm(call)`` makes one
-    untimed call (and waits for it); ``before_pair(i)`` runs before pair i, outside the timed regions;
-    ``overhead_ms`` (the incumbent's, the candidate's: a native host's round trip) is subtracted from each
-    side's samples (``net_ms``)."""
+    """Warms both kernels by time, alternating, then samples pairs in blocks of two, ABBA or BAAB as drawn
+    from ``order`` for each block. ``warm(call)`` makes one untimed call (and waits for it); ``before_pair(i)``
+    runs before pair i, outside the timed regions; ``overhead_ms`` (the incumbent's, the candidate's: a native
+    host's round trip) is subtracted from each side's samples (``net_ms``)."""
     probe = runnable if runnable is not None else runnable_tasks
+    order = order if order is not None else random.Random()
+    incumbent_first = True
 
     def warm_both() -> None:
         warm(incumbent)
@@ -59,13 +68,15 @@ def time_pair(
     stop_at = clock() + int(2 * config.max_time_s * 1e9)
     while len(ratios) < config.max_samples:
         i = len(ratios)
-        if i % LOAD_EVERY == 0:
+        if i % LOAD_EVERY < 2:  # before both pairs of a block, one of each order
             reading = probe()
             if reading is not None:
                 loads.append(reading)
         if before_pair is not None:
             before_pair(i)
-        if i % 2 == 0:
+        # a block's first pair: AB or BA, drawn; its second: the other order
+        incumbent_first = order.random() < 0.5 if i % 2 == 0 else not incumbent_first
+        if incumbent_first:
             a, b = measure(incumbent), measure(candidate)
         else:
             b, a = measure(candidate), measure(incumbent)
@@ -73,9 +84,11 @@ def time_pair(
         a_ms.append(a)
         b_ms.append(b)
         ratios.append(a / b if b > 0 else float("inf"))
-        if len(ratios) >= config.min_samples and (
-            relative_ci_half_width(ratios) < config.target_noise or clock() > stop_at
-        ):
+        # The rule is worked out after every pair, though only a whole ABBA block may end sampling: work done
+        # between some pairs and not others would make the pair after it start from a colder machine (its
+        # first kernel waking a thread pool gone to sleep), and that is always the same side's turn.
+        done = relative_ci_half_width(block_ratios(ratios)) < config.target_noise or clock() > stop_at
+        if done and len(ratios) % 2 == 0 and len(ratios) >= config.min_samples:
             break
     stats = paired_stats(a_ms, b_ms, warm_calls)
     cpus = _cpus()

@@ -88,16 +88,20 @@ def _quantile(samples: list[float], q: float) -> float:
 
 
 class PairedStats(BaseModel):
-    """An incumbent (A) and a candidate (B) timed alternately on the same inputs: per-pair ratios ``A / B``
-    (above 1: the candidate is faster), their median and its distribution-free 95% confidence interval."""
+    """An incumbent (A) and a candidate (B) timed alternately on the same inputs, in ABBA blocks: per-pair
+    ratios ``A / B`` (above 1: the candidate is faster), combined per block; the median block ratio and its
+    distribution-free 95% confidence interval."""
 
     ratio: float
-    """Median of the per-pair ratios incumbent time / candidate time: the candidate's speedup."""
+    """Median of the block ratios (incumbent time / candidate time): the candidate's speedup."""
     ci: tuple[float, float]
-    """95% confidence interval of that median (order statistics of the ratios; no normality assumed)."""
+    """95% confidence interval of that median (order statistics of the block ratios; no normality assumed)."""
     pairs: int
     ratios: list[float] = Field(default_factory=list, repr=False)
-    """Every pair's ratio, in order (the geomean's interval over workloads resamples them)."""
+    """Every pair's ratio, in order: pairs 2k and 2k + 1 (a block) ran in opposite orders."""
+    blocks: list[float] = Field(default_factory=list, repr=False)
+    """Every ABBA block's ratio (``block_ratios``), in order; the geomean's interval over workloads resamples
+    them."""
     incumbent: TimingStats
     """The incumbent's own samples, summarized."""
     candidate: TimingStats
@@ -122,21 +126,36 @@ def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
     return (ordered[k], ordered[n - 1 - k])
 
 
+def block_ratios(ratios: list[float]) -> list[float]:
+    """One ratio per block: the geometric mean of its two pairs' ratios, one pair run incumbent first and the
+    other candidate first. That cancels what running first or second does to a call (a warm thread pool, a
+    cache the other side left, a clock that ramps: each worth a few percent on a CPU, in either direction).
+    Taken pair by pair, such an effect splits the ratios in two clusters, and their median falls in whichever
+    holds one more pair: identical kernels measured 1-3% apart with intervals that excluded 1. A last unpaired
+    pair is left out; with no whole block, the pairs themselves are the blocks."""
+    if len(ratios) < 2:
+        return list(ratios)
+    return [math.sqrt(first * second) for first, second in zip(ratios[0::2], ratios[1::2], strict=False)]
+
+
 def paired_stats(incumbent_ms: list[float], candidate_ms: list[float], warmup_calls: int) -> PairedStats:
-    """The ratio of each pair (incumbent / candidate), its median and the median's interval."""
+    """The ratio of each pair (incumbent / candidate) and of each ABBA block, the blocks' median and the
+    median's interval."""
     ratios = [a / b if b > 0 else math.inf for a, b in zip(incumbent_ms, candidate_ms, strict=True)]
+    blocks = block_ratios(ratios)
     return PairedStats(
-        ratio=statistics.median(ratios),
-        ci=median_ci(ratios),
+        ratio=statistics.median(blocks),
+        ci=median_ci(blocks),
         pairs=len(ratios),
         ratios=ratios,
+        blocks=blocks,
         incumbent=summarize_samples(incumbent_ms, warmup_calls),
         candidate=summarize_samples(candidate_ms, warmup_calls),
     )
 
 
 def relative_ci_half_width(ratios: list[float]) -> float:
-    """Half the width of the median's interval, relative to the median (math.inf below 6 pairs)."""
+    """Half the width of the median's interval, relative to the median (math.inf below 6 ratios)."""
     if len(ratios) < 6:
         return math.inf
     lo, hi = median_ci(ratios)
@@ -148,7 +167,7 @@ def geomean_ci(
     per_workload: list[list[float]], level: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float]:
     """Bootstrap interval of the geometric mean over workloads of each workload's median ratio: each resample
-    draws every workload's pairs with replacement. Deterministic for a given ``seed``."""
+    draws every workload's ratios (its ABBA blocks') with replacement. Deterministic for a given ``seed``."""
     usable = [np.asarray(r, dtype=float) for r in per_workload if len(r) > 0]
     if not usable or any(bool((r <= 0).any()) or not bool(np.isfinite(r).all()) for r in usable):
         return (math.nan, math.nan)

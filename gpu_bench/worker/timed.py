@@ -30,7 +30,7 @@ from evoteam.gpu_bench.timing.gpu import (
     time_cuda_call,
 )
 from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
-from evoteam.gpu_bench.timing.paired import cpu_measure, time_pair
+from evoteam.gpu_bench.timing.paired import Measure, cpu_measure, time_pair
 from evoteam.gpu_bench.timing.statistics import PairedStats, TimingStats, net_ms
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch
 from evoteam.gpu_bench.verify.inputs import Value
@@ -70,6 +70,11 @@ class TimedCallMismatch(RuntimeError):
     """A timed call, drawn for verification, produced outputs that differ from the reference."""
 
 
+class IncumbentMismatch(RuntimeError):
+    """A timed call of the incumbent, drawn for verification, produced outputs that differ from the reference:
+    nothing can be measured against it."""
+
+
 def time_workload(
     kernel: Kernel,
     definition: Definition,
@@ -87,10 +92,16 @@ def time_workload(
         contents = contents[-1:]  # scalars are bound by value: rotating tensors alone would mismatch them
     buffers = contents[-1].inputs
     outputs = nan_outputs(definition, axes, kernel.device)
-    call = kernel.bind(buffers, outputs, axes)
+    # With an incumbent, two sets of outputs: the sides trade them from pair to pair, so where a buffer lies
+    # (its alignment against the inputs': 4 KiB aliasing cost identical kernels 1.5%) favours neither side.
+    sets = [outputs] if incumbent is None else [outputs, nan_outputs(definition, axes, kernel.device)]
+    calls = [kernel.bind(buffers, out, axes) for out in sets]
+    side = [0]  # the candidate writes sets[side[0]], the incumbent the other one
     returned: list[object] = []
+    held: list[object] = []  # what the incumbent's calls returned, released with the candidate's
     last_content = [len(contents) - 1]
-    pending: list[tuple[int, int]] = []  # (sample, content) of a timed call whose outputs are to be verified
+    pending: list[tuple[int, int]] = []  # unpaired: (sample, content) of a timed call whose outputs are verified
+    drawn = [-1]  # paired: the pair whose calls are verified (after each, outside the timed region)
     draw = random.SystemRandom()  # not seeded: a candidate cannot predict which timed calls are checked
 
     def verify_pending() -> None:
@@ -102,20 +113,65 @@ def time_workload(
             if isinstance(checked, Mismatch):
                 raise TimedCallMismatch(f"timed call {sample + 1}: {checked.reason}")
 
+    def verify_paired(after: Callable[[], object]) -> None:
+        """Paired, right after each call of a drawn pair, the candidate's and the incumbent's alike (the same
+        work after either side's call): its outputs against the reference's."""
+        if drawn[0] < 0:
+            return
+        synchronize(kernel.device)
+        if after is timed:
+            produced: object = returned[0] if returned else sets[side[0]]
+        else:
+            assert incumbent is not None
+            produced = held[0] if not incumbent.destination_passing else sets[1 - side[0]]
+        verdict = check_outputs(definition, produced, contents[last_content[0]].expected, axes, config)
+        if isinstance(verdict, Mismatch):
+            failed = TimedCallMismatch if after is timed else IncumbentMismatch
+            raise failed(f"timed call {drawn[0] + 1}: {verdict.reason}")
+
+    def poison(before: Callable[[], object] | None = None) -> None:
+        """Outputs to values a kernel must overwrite: every set, so a kernel finds no answer (the other
+        side's, or its own of an earlier call) in the set it is not given; the other side's first, its own
+        last (without a flush, what was written last is what the cache holds)."""
+        if not (kernel.destination_passing or (incumbent is not None and incumbent.destination_passing)):
+            return
+        own = side[0] if before is None or before is timed else 1 - side[0]
+        for k in sorted(range(len(sets)), key=lambda k: k == own):
+            fill_sentinel(sets[k])
+
+    def prepare(before: Callable[[], object]) -> None:
+        """Paired, before each call (outside the timed region): the pair's inputs written afresh and the
+        outputs poisoned. Every call starts from the same state, first of its pair or second, the incumbent's
+        or the candidate's: work done only between pairs made the first call of a pair 4% slower on a CPU (up
+        to 15%), and work done for one side only (poisoning, verifying) made identical kernels measure 0.5-2%
+        apart. A kernel that writes its inputs leaves the other side nothing changed."""
+        refill(buffers, contents[last_content[0]].pristine)
+        poison(before)
+
     def before_sample(i: int) -> None:
-        """Outside the timed region: verify the previous call if it was drawn, rotate the inputs, poison the
-        outputs (every timed call must write them), and draw whether this call is verified."""
+        """Outside the timed region: verify the previous call if it was drawn (unpaired), release what the
+        calls returned (so no timed region frees memory, and each side allocates with the same memory held),
+        rotate the inputs, trade the output sets, and draw whether this call (pair) is verified. Unpaired, the
+        inputs are written and the outputs poisoned (every timed call must write them) here; paired, before
+        each call (``prepare``)."""
         verify_pending()
+        returned.clear()
+        held.clear()
         if config.rotate_inputs and len(contents) > 1:
             last_content[0] = i % len(contents)
-            refill(buffers, contents[last_content[0]].pristine)
-        if kernel.destination_passing:
-            fill_sentinel(outputs)
-        if i == 0 or draw.random() < CHECK_FRACTION:
-            pending.append((i, last_content[0]))
+            if incumbent is None:
+                refill(buffers, contents[last_content[0]].pristine)
+        side[0] = i % len(sets)
+        verified = i == 0 or draw.random() < CHECK_FRACTION
+        if incumbent is None:
+            poison()
+            if verified:
+                pending.append((i, last_content[0]))
+        else:
+            drawn[0] = i if verified else -1
 
     def timed() -> None:
-        result = call()
+        result = calls[side[0]]()
         if not kernel.destination_passing:
             returned[:] = [result]
 
@@ -123,10 +179,15 @@ def time_workload(
     overhead = 0.0  # what timing subtracts from each of the kernel's calls; the memo check does the same
     try:
         if incumbent is not None:
-            incumbent_outputs = nan_outputs(definition, axes, kernel.device)
-            incumbent_call = incumbent.bind(buffers, incumbent_outputs, axes)
+            incumbent_calls = [incumbent.bind(buffers, sets[1 - k], axes) for k in range(len(sets))]
+
+            def incumbent_call() -> None:  # as ``timed``: the same work on either side
+                result = incumbent_calls[side[0]]()
+                if not incumbent.destination_passing:
+                    held[:] = [result]
+
             overheads = _common(
-                _round_trip(incumbent, buffers, incumbent_outputs, axes),
+                _round_trip(incumbent, buffers, sets[1], axes),
                 _round_trip(kernel, buffers, outputs, axes),
             )
             paired = _time_paired(
@@ -135,12 +196,15 @@ def time_workload(
                 kernel.device,
                 config,
                 before_sample,
+                prepare,
+                verify_paired,
                 buffers,
-                {**outputs, **_prefixed(incumbent_outputs)},
+                {f"set{k}.{name}": t for k, out in enumerate(sets) for name, t in out.items()},
                 overheads,
             )
             stats = paired.candidate
             overhead = overheads[1]
+            side[0] = 0  # what follows calls the candidate on ``outputs``
         elif kernel.device == CUDA:
             stats = _time_on_gpu(timed, config, before_sample)
         else:
@@ -157,6 +221,12 @@ def time_workload(
         synchronize(kernel.device)
     except TimingMismatch as exc:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"while timing: {exc}")
+    except IncumbentMismatch as exc:
+        reason = (
+            "while timing, the incumbent's outputs differ from the reference, so no speedup can be measured "
+            f"against it: {exc}"
+        )
+        return WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=reason)
     except TimedCallMismatch as exc:
         reason = (
             f"the outputs of a timed call differ from the reference (the kernel behaves differently when timed): {exc}"
@@ -318,20 +388,22 @@ def _time_paired(
     device: str,
     config: EvalConfig,
     before_pair: Callable[[int], None],
+    prepare: Callable[[Callable[[], object]], None],
+    after: Callable[[Callable[[], object]], None],
     buffers: Mapping[str, Value],
     outputs: Mapping[str, torch.Tensor],
     overheads: tuple[float, float],
 ) -> PairedStats:
-    """The incumbent and the candidate interleaved (``timing/paired.py``); on the CPU less each side's
-    native-host round trip; on a GPU under its lock, with CUDA events, and the candidate's wall-clock
-    cross-check afterwards."""
+    """The incumbent and the candidate interleaved (``timing/paired.py``), ``prepare(call)`` before each call
+    and ``after(call)`` after it (outside the timed region); on the CPU less each side's native-host round
+    trip; on a GPU under its lock, with CUDA events, and the candidate's wall-clock cross-check afterwards."""
     if device != CUDA:
         flush = _cpu_flush(config, buffers, outputs) or _buffer_flush(config)
-        measure = cpu_measure(flush)
+        measure = _prepared(prepare, cpu_measure(flush), after)
         return time_pair(incumbent, candidate, config.timing, measure, _call_once, before_pair, overhead_ms=overheads)
     gpu = current_cuda_device()
     with gpu_lock(device_key(gpu.index), wait_s=config.timeout_s):
-        measure = cuda_measure(gpu, config.timing.flush_cache)
+        measure = _prepared(prepare, cuda_measure(gpu, config.timing.flush_cache), after)
         paired = time_pair(incumbent, candidate, config.timing, measure, cuda_warm(gpu), before_pair)
         wall = cross_check(candidate, gpu, paired.candidate.median_ms)
     own = {"clock": "cuda_events", "sm_clock_mhz": gpu.sm_clock_mhz()}
@@ -344,6 +416,18 @@ def _time_paired(
     )
 
 
+def _prepared(
+    prepare: Callable[[Callable[[], object]], None], measure: Measure, after: Callable[[Callable[[], object]], None]
+) -> Measure:
+    def measured(call: Callable[[], object]) -> float:
+        prepare(call)
+        elapsed = measure(call)
+        after(call)
+        return elapsed
+
+    return measured
+
+
 def _call_once(call: Callable[[], object]) -> None:
     call()
 
@@ -354,10 +438,6 @@ def _buffer_flush(config: EvalConfig) -> Callable[[], None]:
 
 def _no_flush() -> None:
     return None
-
-
-def _prefixed(outputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {f"incumbent.{name}": tensor for name, tensor in outputs.items()}
 
 
 def _cpu_flush(
