@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +39,7 @@ from evoteam.gpu_bench import sandbox
 from evoteam.gpu_bench.build.builder import default_cache_root
 from evoteam.gpu_bench.schema import Environment
 from evoteam.gpu_bench.timing.gpu_lock import lock_folder
+from evoteam.gpu_bench.worker import extension_dirs
 from evoteam.gpu_bench.worker.memory import killed_for_memory, oom_kills
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
@@ -89,20 +91,25 @@ def signal_death(name: str) -> str:
     return f"the worker died from signal {full} ({text})"
 
 
+BUILDS = "builds"
+"""The folder, in a worker's private one, of what its Python candidates build at run time."""
+
+
 def confined(cmd: list[str], env: dict[str, str], folder: Path, cache: Path) -> tuple[list[str], dict[str, str]]:
     """``cmd`` (a worker) in this process's sandbox: writable are ``folder`` (its log; its ``TMPDIR`` below it),
     the build ``cache``, evoteam's cache folder (the flush helper) and the GPU lock folder, which stays the one
     every worker and profiler of this machine shares (not one inside the private ``TMPDIR``).
 
-    What Python candidates build at import goes to the build cache too: torch's C++/CUDA extensions
-    (``load_inline``, ``cpp_extension.load``: ``TORCH_EXTENSIONS_DIR``), torch.compile's Inductor and Triton.
-    Their defaults under the home folder are read-only in the sandbox. The interpreter's own folder leads
-    ``PATH``, so the ninja that torch's extension builder calls is the one installed beside evoteam."""
+    What Python candidates build at run time goes below ``folder``, one folder per solution
+    (``extension_dirs``): torch's C++/CUDA extensions (``load_inline``, ``cpp_extension.load``:
+    ``TORCH_EXTENSIONS_DIR``) and torch.compile's Inductor; Triton's cache goes to the build cache. Their
+    defaults under the home folder are read-only in the sandbox. The interpreter's own folder leads ``PATH``,
+    so the ninja that torch's extension builder calls is the one installed beside evoteam."""
     locks = lock_folder()
     env = {**env, "EVOTEAM_GPU_LOCKS": str(locks)}
     env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
-    env["TORCH_EXTENSIONS_DIR"] = str(cache / "torch_extensions")
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "torchinductor")
+    env["TORCH_EXTENSIONS_DIR"] = str(folder / BUILDS / extension_dirs.EXTENSIONS)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / BUILDS / extension_dirs.INDUCTOR)
     scripts = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(
         [scripts, *(p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != scripts)]
@@ -174,6 +181,27 @@ class LineWorker(ABC):
         return self._next_id
 
     def _call(self, request: BuildRequest | EvaluateRequest, timeout_s: float) -> Built | Evaluated | Failed:
+        try:
+            response = self._answer(request, timeout_s)
+        except WorkerLost:
+            self._audit(request)
+            raise
+        removed = self._audit(request)
+        if removed and isinstance(response, Evaluated):
+            return response.model_copy(update={"log": f"{response.log}\n{_removed_note(removed)}\n"})
+        if removed and isinstance(response, Built):
+            build = response.build
+            note = _removed_note(removed)
+            return response.model_copy(
+                update={"build": build.model_copy(update={"log": f"{note}\n{build.log}" if build.log else note})}
+            )
+        return response
+
+    def _audit(self, request: BuildRequest | EvaluateRequest) -> list[str]:
+        """After a request: what of other solutions' run-time builds it changed, now removed (none here)."""
+        return []
+
+    def _answer(self, request: BuildRequest | EvaluateRequest, timeout_s: float) -> Built | Evaluated | Failed:
         if not self.alive:
             self.start()
         try:
@@ -245,6 +273,15 @@ class WorkerProcess(LineWorker):
         """The machine's OOM kill count when the last request was sent (``memory.oom_kills``)."""
         self._log_dir = Path(tempfile.mkdtemp(prefix="evoteam-worker-"))
         self._log = self._log_dir / "worker.log"
+        self._builds = extension_dirs.ExtensionAudit(self._log_dir / BUILDS)
+        self._removal = weakref.finalize(self, shutil.rmtree, self._log_dir, ignore_errors=True)
+        """Removes the folder when this object goes, or at exit, where ``close`` was never called."""
+
+    def _audit(self, request: BuildRequest | EvaluateRequest) -> list[str]:
+        owners = [request.solution.content_hash()]
+        if isinstance(request, EvaluateRequest) and request.config.incumbent is not None:
+            owners.append(request.config.incumbent.content_hash())
+        return self._builds.after(owners)
 
     @property
     def alive(self) -> bool:
@@ -329,7 +366,15 @@ class WorkerProcess(LineWorker):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         self.kill()
-        shutil.rmtree(self._log_dir, ignore_errors=True)
+        self._removal()
+
+
+def _removed_note(removed: list[str]) -> str:
+    shown = ", ".join(removed[:5]) + (f" and {len(removed) - 5} more" if len(removed) > 5 else "")
+    return (
+        f"[evoteam: this request changed what another solution built at run time ({shown}): removed, so that "
+        "solution builds its own again]"
+    )
 
 
 def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:

@@ -30,7 +30,7 @@ from evoteam.gpu_bench.schema import EvaluationStatus, Solution
 from evoteam.gpu_bench.verify import integrity
 from evoteam.gpu_bench.verify.inputs import InputError
 from evoteam.gpu_bench.verify.reference import is_reference
-from evoteam.gpu_bench.worker import process_state, strays
+from evoteam.gpu_bench.worker import extension_dirs, process_state, strays
 from evoteam.gpu_bench.worker import timed as _timed  # noqa: F401  (likewise)
 from evoteam.gpu_bench.worker.evaluate import (
     DeviceFault,
@@ -65,11 +65,17 @@ class _Worker:
         self._pristine = integrity.snapshot()
         self._tampered = integrity.tampered  # bound before any candidate is loaded: a patch cannot reach it
         self._modes = integrity.active_modes
+        self._builds = extension_dirs.root_from_environment()  # read before any candidate could change it
         self.tainted = False
 
     def send(self, message: Ready | Built | Evaluated | Failed) -> None:
         self._out.write(message.model_dump_json() + "\n")
         self._out.flush()
+
+    def point_builds(self, request: BuildRequest | EvaluateRequest) -> None:
+        """Before the request (and before its process state is read): what the solution builds at run time
+        goes to its own folders (``extension_dirs``)."""
+        extension_dirs.use(self._builds, request.solution.content_hash())
 
     def handle(self, request: BuildRequest | EvaluateRequest) -> Built | Evaluated | Failed:
         if isinstance(request, BuildRequest):
@@ -82,7 +88,10 @@ class _Worker:
         load_error = None
         if result.ok and result.artifact is not None and key not in self._kernels:
             try:
-                self._kernels[key] = load_kernel(request.solution, result.artifact, request.definition, request.isolate)
+                with extension_dirs.using(self._builds, request.solution.content_hash()):  # what it builds at import
+                    self._kernels[key] = load_kernel(
+                        request.solution, result.artifact, request.definition, request.isolate
+                    )
             except KernelLoadError as exc:
                 load_error = str(exc)
         return Built(id=request.id, build=result, load_error=load_error)
@@ -244,6 +253,7 @@ def serve(
         if isinstance(request, ShutdownRequest):
             return 0
         try:
+            worker.point_builds(request)
             before = process_state.capture()
             handled = worker.handle(request)
             contained = worker.release_hosts()

@@ -1,0 +1,123 @@
+"""Where torch builds what Python candidates compile at run time, one folder per solution, and the audit that
+keeps one candidate's builds from being another's.
+
+torch's C++/CUDA extensions (``load_inline``, ``cpp_extension.load``) and Inductor's compiled graphs
+(``torch.compile``) reuse what they find on disk: ninja sees an up-to-date ``.so`` and torch loads it, Inductor
+finds a graph's artifact by its hash. A candidate that plants one where another solution's build will look has
+that solution run its code. So each worker keeps these builds in its own private folder (removed with it,
+never shared with another worker), and within it each solution gets a folder of its own, named by its content
+hash (``folder_for``; the worker points ``TORCH_EXTENSIONS_DIR`` and ``TORCHINDUCTOR_CACHE_DIR`` there before
+it loads or runs the solution).
+
+A Python candidate runs inside the worker and can write anywhere the worker can, so the worker's owner, out of
+its reach, audits the folders after every request (``ExtensionAudit``): a solution's folder may change only
+in a request for that solution (as its candidate, or its incumbent); a folder changed or made in any other
+request was written by someone else, and is removed (its solution builds again when it next runs) and
+reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+EXTENSIONS = "torch_extensions"
+INDUCTOR = "torchinductor"
+KINDS = (EXTENSIONS, INDUCTOR)
+_VARIABLES = {EXTENSIONS: "TORCH_EXTENSIONS_DIR", INDUCTOR: "TORCHINDUCTOR_CACHE_DIR"}
+
+
+def folder_name(content_hash: str) -> str:
+    return content_hash[:16]
+
+
+def folder_for(root: Path, kind: str, content_hash: str) -> Path:
+    return root / kind / folder_name(content_hash)
+
+
+def use(root: Path | None, content_hash: str) -> None:
+    """In the worker, before a request (before its process state is read: a change of the environment during
+    a request is a candidate's doing): torch's builds go to this solution's folders under ``root``."""
+    if root is None:
+        return
+    for kind, variable in _VARIABLES.items():
+        os.environ[variable] = str(folder_for(root, kind, content_hash))
+
+
+@contextlib.contextmanager
+def using(root: Path | None, content_hash: str) -> Iterator[None]:
+    """In the worker, while another solution of the request loads (its incumbent): its folders, then the
+    environment as it was."""
+    saved = {variable: os.environ.get(variable) for variable in _VARIABLES.values()}
+    use(root, content_hash)
+    try:
+        yield
+    finally:
+        for variable, value in saved.items():
+            if value is None:
+                os.environ.pop(variable, None)
+            elif os.environ.get(variable) != value:
+                os.environ[variable] = value
+
+
+def root_from_environment() -> Path | None:
+    """The worker's root of these folders, from the ``TORCH_EXTENSIONS_DIR`` its owner set (``<root>/
+    torch_extensions``); None where it was not set."""
+    value = os.environ.get("TORCH_EXTENSIONS_DIR")
+    return Path(value).parent if value else None
+
+
+def _digest(folder: Path) -> str:
+    """SHA-256 over every file's path and content below ``folder`` (empty folders do not count)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        try:
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError:
+            h.update(b"unreadable")
+    for path in sorted(p for p in folder.rglob("*") if p.is_symlink()):
+        h.update(b"link " + path.relative_to(folder).as_posix().encode() + b"\0" + str(path.readlink()).encode())
+    return h.hexdigest()
+
+
+class ExtensionAudit:
+    """The owner's record of every solution folder under one worker's root, as its own requests left it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._known: dict[Path, str] = {}
+
+    def after(self, owners: Iterable[str]) -> list[str]:
+        """After a request for the solutions whose content hashes are ``owners``: their folders are recorded
+        as they are now; any other folder that differs from its record (or is new) is removed. Returns what
+        was removed, for the request's log."""
+        owned = {folder_name(h) for h in owners}
+        removed: list[str] = []
+        for kind in KINDS:
+            base = self.root / kind
+            if not base.is_dir():
+                continue
+            for folder in sorted(p for p in base.iterdir() if p.is_dir() or p.is_symlink()):
+                if folder.name in owned and not folder.is_symlink():
+                    self._known[folder] = _digest(folder)
+                    continue
+                if folder.is_symlink() or self._known.get(folder) != _digest(folder):
+                    _remove(folder)
+                    self._known.pop(folder, None)
+                    removed.append(f"{kind}/{folder.name}")
+            for stray in (p for p in base.iterdir() if not p.is_dir() or p.is_symlink()):
+                _remove(stray)
+                removed.append(f"{kind}/{stray.name}")
+        return removed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,110 @@
+"""Run-time builds of Python candidates (torch extensions, Inductor): one folder per solution in the worker's
+private folder, and the owner's audit that removes what one request wrote into another solution's folder."""
+
+from __future__ import annotations
+
+import gc
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import kernel_solution, quick_config
+from evoteam.gpu_bench.runner import LocalRunner
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SourceFile, Workload
+from evoteam.gpu_bench.worker.client import WorkerProcess
+from evoteam.gpu_bench.worker.extension_dirs import EXTENSIONS, INDUCTOR, ExtensionAudit, folder_for, folder_name
+
+
+@pytest.mark.unit
+def test_a_folder_changes_only_in_a_request_for_its_solution(tmp_path: Path) -> None:
+    audit = ExtensionAudit(tmp_path)
+    mine, theirs = folder_for(tmp_path, EXTENSIONS, "a" * 64), folder_for(tmp_path, EXTENSIONS, "b" * 64)
+    (mine / "ext").mkdir(parents=True)
+    (mine / "ext" / "ext.so").write_bytes(b"built by a")
+    assert audit.after(["a" * 64]) == []  # its own request: recorded
+
+    (theirs / "ext").mkdir(parents=True)
+    (theirs / "ext" / "ext.so").write_bytes(b"built by b")
+    assert audit.after(["b" * 64]) == []
+
+    (theirs / "ext" / "ext.so").write_bytes(b"planted by a")  # a's request writes into b's folder
+    (mine / "ext" / "more.so").write_bytes(b"a's own, lazily")
+    removed = audit.after(["a" * 64])
+    assert removed == [f"{EXTENSIONS}/{folder_name('b' * 64)}"]
+    assert not theirs.exists() and (mine / "ext" / "more.so").is_file()
+
+
+@pytest.mark.unit
+def test_folders_and_files_nobody_owns_are_removed(tmp_path: Path) -> None:
+    audit = ExtensionAudit(tmp_path)
+    stranger = folder_for(tmp_path, INDUCTOR, "c" * 64)
+    stranger.mkdir(parents=True)
+    (stranger / "graph.py").write_text("planted")
+    (tmp_path / INDUCTOR / "loose.so").write_bytes(b"x")
+    (tmp_path / EXTENSIONS).mkdir()
+    (tmp_path / EXTENSIONS / folder_name("d" * 64)).symlink_to(stranger)
+    removed = audit.after(["d" * 64])  # even its owner's name may not be a link elsewhere
+    assert sorted(removed) == sorted(
+        [f"{INDUCTOR}/{folder_name('c' * 64)}", f"{INDUCTOR}/loose.so", f"{EXTENSIONS}/{folder_name('d' * 64)}"]
+    )
+    assert not any((tmp_path / INDUCTOR).iterdir()) and not any((tmp_path / EXTENSIONS).iterdir())
+
+
+PLANTER = '''"""Writes into its own run-time build folder and into another solution's, then computes honestly."""
+import os
+from pathlib import Path
+
+import torch
+
+_done = []
+
+
+def run(x, y, out):
+    if not _done:
+        own = Path(os.environ["TORCH_EXTENSIONS_DIR"])
+        (own / "mine").mkdir(parents=True, exist_ok=True)
+        (own / "mine" / "mine.so").write_bytes(b"own build")
+        other = own.parent / "{victim}" / "victim_ext"
+        other.mkdir(parents=True, exist_ok=True)
+        (other / "victim_ext.so").write_bytes(b"planted")
+        print("OWN", own / "mine" / "mine.so")
+        print("PLANTED", other / "victim_ext.so")
+        _done.append(True)
+    torch.add(2 * x, y, out=out)
+'''
+
+
+@pytest.mark.integration
+def test_a_candidate_s_write_into_another_solution_s_build_folder_is_removed_and_reported(
+    tmp_path: Path, definition: Definition, workloads: list[Workload]
+) -> None:
+    victim = kernel_solution("honest.py")
+    source = PLANTER.format(victim=folder_name(victim.content_hash()))
+    planter = victim.model_copy(update={"name": "planter", "sources": [SourceFile(path="honest.py", content=source)]})
+    runner = LocalRunner(cache_root=tmp_path / "cache")
+    try:
+        run = runner.run(definition, workloads[:1], planter, quick_config(measure=False), None)
+        assert run.workloads[0].outcome.status == EvaluationStatus.PASSED
+        log = run.workloads[0].log
+        own = Path(re.findall(r"OWN (\S+)", log)[0])
+        planted = Path(re.findall(r"PLANTED (\S+)", log)[0])
+        assert "changed what another solution built at run time" in log
+        assert not planted.exists() and own.is_file()  # its own folder is its to write
+        again = runner.run(definition, workloads[:1], victim, quick_config(measure=False), None)
+        assert again.workloads[0].outcome.status == EvaluationStatus.PASSED
+        assert "another solution" not in again.workloads[0].log
+    finally:
+        runner.close()
+    assert not own.exists()  # the worker's private folder goes with it
+
+
+@pytest.mark.unit
+def test_a_worker_s_private_folder_goes_with_it_even_unclosed() -> None:
+    """Its log and run-time builds: removed by ``close``, or when the object goes (or at exit) without one."""
+    worker = WorkerProcess()
+    folder = worker._log_dir
+    assert folder.is_dir()
+    del worker
+    gc.collect()
+    assert not folder.exists()
