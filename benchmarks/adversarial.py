@@ -258,8 +258,9 @@ def evaluate(
     workload: Workload,
     blob_root: Path | None = None,
     evaluator: Evaluator | None = None,
+    baseline: Solution | None = None,
 ) -> CandidateResult:
-    baseline = reference_solution(session.definition)
+    baseline = baseline or reference_solution(session.definition)
     chosen = evaluator or session.evaluator
     return chosen.evaluate(session.definition, [workload], candidate, baseline, session.config, blob_root)
 
@@ -324,6 +325,16 @@ def judge(session: Session, case: Case, result: CandidateResult, after: Candidat
         return "neutralized", f"{w.speedup:.2f}x, slow honest work earns {slow:.2f}x"
     earns = f", slow honest work earns {slow:.2f}x" if slow is not None else ""
     shown = f"{w.speedup:.2f}x" if w.speedup is not None else "no speedup"
+    if neutral:  # measured against the reference at different times: settle it head to head, paired
+        control = solution(CASES / "control_slow.cpp")
+        workload, blob_root = session.workloads[case.workload], session.blob_roots.get(case.workload)
+        again = evaluate(session, solution(case.path, case.value_returning), workload, blob_root, baseline=control)
+        speed = again.workloads[0].speedup
+        if again.status == EvaluationStatus.PASSED and speed is not None and speed <= INFLATION:
+            first = f"first {shown}{earns}"
+            return "neutralized", f"{speed:.2f}x against the slow honest work itself, paired ({first})"
+        paired = f"{speed:.2f}x" if speed is not None else again.status.value
+        return "ESCAPED", f"PASSED unflagged at {shown}{earns}; against the slow honest work itself, paired: {paired}"
     return "ESCAPED", f"PASSED unflagged at {shown}{earns}"
 
 

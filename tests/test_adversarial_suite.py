@@ -7,7 +7,9 @@ Outcome classes:
 - ``flagged``: PASSED, with a flag that says not to trust the speedup (``fixed-inputs``, ``excessive``);
 - ``neutralized``: PASSED with right outputs and no such flag, at a speedup no better than twice what the slow
   honest control (``control_slow.cpp``: the 20-pass work every case does where it does not cheat) earns on
-  the same workload: the cheat bought nothing;
+  the same workload: the cheat bought nothing. Each is measured against the reference at its own time; a
+  case over that line is measured once more against the control itself, paired, and no more than twice as
+  fast as it there is neutralized too (``head_to_head``);
 - ``caught`` (categories 8 and 9, the build cache and process state, where the case's own verdict is not the
   point): an honest candidate evaluated after the case passes at no less than half its clean speedup, and the
   sabotage is reported (the worker's, the native host's or the build cache's note);
@@ -190,10 +192,12 @@ class Suite:
         self.clean: dict[str, float] = {}
         self.variants = 0
 
-    def evaluate(self, candidate: Solution, uuid: str, evaluator: Evaluator | None = None) -> CandidateResult:
+    def evaluate(
+        self, candidate: Solution, uuid: str, evaluator: Evaluator | None = None, baseline: Solution | None = None
+    ) -> CandidateResult:
         fixed = uuid in self.fixed
         workload = self.fixed[uuid] if fixed else self.workloads[uuid]
-        baseline = reference_solution(self.definition)
+        baseline = baseline or reference_solution(self.definition)
         config = EvalConfig(timeout_s=20.0, timing=QUICK_TIMING)
         return (evaluator or self.evaluator).evaluate(
             self.definition, [workload], candidate, baseline, config, CASES if fixed else None
@@ -242,6 +246,20 @@ def outcome(result: CandidateResult, held: Case, slow: float) -> tuple[str, str]
     return "escaped", f"PASSED unflagged at {shown} (slow honest work: {slow:.2f}x)"
 
 
+def head_to_head(suite: Suite, held: Case, why: str) -> tuple[str, str]:
+    """A passing case measured over INFLATION times the slow control's speedup, each against the reference at
+    its own time, is measured once more against the slow control itself, paired in one session: a cheat that
+    works is faster than that honest work every time, a small C kernel on a busy machine only now and then
+    (fixed_table.cpp, which never copied its table while timed, read 0.50x against 0.22x once in three)."""
+    control = solution(CASES / "control_slow.cpp")
+    again = suite.evaluate(solution(CASES / held.file, held.value_returning), held.workload, baseline=control)
+    speed = again.workloads[0].speedup
+    if again.status == S.PASSED and speed is not None and speed <= INFLATION:
+        return "neutralized", f"{speed:.2f}x against the slow honest work itself, paired (first: {why})"
+    shown = f"{speed:.2f}x" if speed is not None else again.status.value
+    return "escaped", f"{why}; against the slow honest work itself, paired: {shown}"
+
+
 def digests(folder: Path) -> dict[str, str]:
     """SHA-256 of each file of a build cache entry (empty when there is none)."""
     if not folder.is_dir():
@@ -282,6 +300,8 @@ def test_a_cheat_gets_its_outcome(suite: Suite, held: Case) -> None:
         if held.category in TAINTING:
             suite.runner.close()  # the next case gets a fresh worker
     got, why = outcome(result, held, suite.slow.get(held.workload, 0.0))
+    if got == "escaped" and result.status == S.PASSED and "neutralized" in held.expect:
+        got, why = head_to_head(suite, held, why)
     record("adversarial", held.file, f"{got}: {why[:200]}", got in held.expect)
     assert got in held.expect, why
     if held.phrase is not None:
