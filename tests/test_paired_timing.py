@@ -1,5 +1,6 @@
 """Paired timing's statistics and loop, on scripted clocks and samples: the median ratio's interval, the
-geomean's bootstrap interval, ABBA order, the stopping rules, machine load, and the flags a speedup earns."""
+geomean's bootstrap interval, blocks of two pairs in opposite orders, the stopping rules, machine load, and
+the flags a speedup earns."""
 
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ def test_each_side_s_round_trip_is_subtracted_but_no_sample_falls_below_its_floo
 
 def test_a_block_cancels_what_running_first_does_to_a_call() -> None:
     """Identical kernels whose first call after the pause between pairs takes 25% longer: pair by pair the
-    ratios are 1.25 and 0.8, and their median lands on whichever holds one more pair; per ABBA block, 1."""
+    ratios are 1.25 and 0.8, and their median lands on whichever holds one more pair; per block, 1."""
     clock = ScriptedClock()
     first = [True]
 

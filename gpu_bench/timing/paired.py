@@ -84,9 +84,9 @@ def time_pair(
         a_ms.append(a)
         b_ms.append(b)
         ratios.append(a / b if b > 0 else float("inf"))
-        # The rule is worked out after every pair, though only a whole ABBA block may end sampling: work done
-        # between some pairs and not others would make the pair after it start from a colder machine (its
-        # first kernel waking a thread pool gone to sleep), and that is always the same side's turn.
+        # The rule is worked out after every pair, though only a whole block may end sampling: work done
+        # between some pairs and not others makes the pair after it start from a colder machine (its first
+        # kernel waking a thread pool gone to sleep), which in a fixed order was always the same side's turn.
         done = relative_ci_half_width(block_ratios(ratios)) < config.target_noise or clock() > stop_at
         if done and len(ratios) % 2 == 0 and len(ratios) >= config.min_samples:
             break

@@ -88,9 +88,9 @@ def _quantile(samples: list[float], q: float) -> float:
 
 
 class PairedStats(BaseModel):
-    """An incumbent (A) and a candidate (B) timed alternately on the same inputs, in ABBA blocks: per-pair
-    ratios ``A / B`` (above 1: the candidate is faster), combined per block; the median block ratio and its
-    distribution-free 95% confidence interval."""
+    """An incumbent (A) and a candidate (B) timed alternately on the same inputs, in blocks of two pairs in
+    opposite orders: per-pair ratios ``A / B`` (above 1: the candidate is faster), combined per block; the
+    median block ratio and its distribution-free 95% confidence interval."""
 
     ratio: float
     """Median of the block ratios (incumbent time / candidate time): the candidate's speedup."""
@@ -100,7 +100,7 @@ class PairedStats(BaseModel):
     ratios: list[float] = Field(default_factory=list, repr=False)
     """Every pair's ratio, in order: pairs 2k and 2k + 1 (a block) ran in opposite orders."""
     blocks: list[float] = Field(default_factory=list, repr=False)
-    """Every ABBA block's ratio (``block_ratios``), in order; the geomean's interval over workloads resamples
+    """Every block's ratio (``block_ratios``), in order; the geomean's interval over workloads resamples
     them."""
     incumbent: TimingStats
     """The incumbent's own samples, summarized."""
@@ -139,8 +139,8 @@ def block_ratios(ratios: list[float]) -> list[float]:
 
 
 def paired_stats(incumbent_ms: list[float], candidate_ms: list[float], warmup_calls: int) -> PairedStats:
-    """The ratio of each pair (incumbent / candidate) and of each ABBA block, the blocks' median and the
-    median's interval."""
+    """The ratio of each pair (incumbent / candidate) and of each block, the blocks' median and the median's
+    interval."""
     ratios = [a / b if b > 0 else math.inf for a, b in zip(incumbent_ms, candidate_ms, strict=True)]
     blocks = block_ratios(ratios)
     return PairedStats(
@@ -167,7 +167,7 @@ def geomean_ci(
     per_workload: list[list[float]], level: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float]:
     """Bootstrap interval of the geometric mean over workloads of each workload's median ratio: each resample
-    draws every workload's ratios (its ABBA blocks') with replacement. Deterministic for a given ``seed``."""
+    draws every workload's ratios (its blocks') with replacement. Deterministic for a given ``seed``."""
     usable = [np.asarray(r, dtype=float) for r in per_workload if len(r) > 0]
     if not usable or any(bool((r <= 0).any()) or not bool(np.isfinite(r).all()) for r in usable):
         return (math.nan, math.nan)
