@@ -104,30 +104,32 @@ def time_workload(
     drawn = [-1]  # paired: the pair whose calls are verified (after each, outside the timed region)
     draw = random.SystemRandom()  # not seeded: a candidate cannot predict which timed calls are checked
 
+    def produced_by(call: Callable[[], object]) -> object:
+        """What the last call of the candidate (``timed``) or of the incumbent returned or wrote."""
+        if call is timed:
+            return returned[0] if returned else sets[side[0]]
+        assert incumbent is not None
+        return held[0] if not incumbent.destination_passing else sets[1 - side[0]]
+
+    def verify(call: Callable[[], object], sample: int, content: int) -> None:
+        """That call's outputs against the reference's for the inputs it ran on."""
+        synchronize(kernel.device)
+        verdict = check_outputs(definition, produced_by(call), contents[content].expected, axes, config)
+        if isinstance(verdict, Mismatch):
+            failed = TimedCallMismatch if call is timed else IncumbentMismatch
+            raise failed(f"timed call {sample + 1}: {verdict.reason}")
+
     def verify_pending() -> None:
+        """Unpaired, before the next call: the last one, if it was drawn."""
         if pending:
             sample, content = pending.pop()
-            synchronize(kernel.device)
-            produced: object = returned[0] if returned else outputs
-            checked = check_outputs(definition, produced, contents[content].expected, axes, config)
-            if isinstance(checked, Mismatch):
-                raise TimedCallMismatch(f"timed call {sample + 1}: {checked.reason}")
+            verify(timed, sample, content)
 
     def verify_paired(after: Callable[[], object]) -> None:
         """Paired, right after each call of a drawn pair, the candidate's and the incumbent's alike (the same
-        work after either side's call): its outputs against the reference's."""
-        if drawn[0] < 0:
-            return
-        synchronize(kernel.device)
-        if after is timed:
-            produced: object = returned[0] if returned else sets[side[0]]
-        else:
-            assert incumbent is not None
-            produced = held[0] if not incumbent.destination_passing else sets[1 - side[0]]
-        verdict = check_outputs(definition, produced, contents[last_content[0]].expected, axes, config)
-        if isinstance(verdict, Mismatch):
-            failed = TimedCallMismatch if after is timed else IncumbentMismatch
-            raise failed(f"timed call {drawn[0] + 1}: {verdict.reason}")
+        work after either side's call)."""
+        if drawn[0] >= 0:
+            verify(after, drawn[0], last_content[0])
 
     def poison(before: Callable[[], object] | None = None) -> None:
         """Outputs to values a kernel must overwrite: every set, so a kernel finds no answer (the other
@@ -239,8 +241,7 @@ def time_workload(
     changed = changed_input(buffers, trial.pristine, frozenset(trial.written))
     if changed:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"input {changed!r} was modified while timed")
-    produced: object = returned[0] if returned else outputs
-    checked = check_outputs(definition, produced, trial.expected, axes, config)
+    checked = check_outputs(definition, produced_by(timed), trial.expected, axes, config)
     if isinstance(checked, Errors):
         checked = check_written(buffers, trial.written, config, checked)
     if isinstance(checked, Mismatch):
