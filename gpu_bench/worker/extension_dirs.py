@@ -27,8 +27,8 @@ from pathlib import Path
 
 EXTENSIONS = "torch_extensions"
 INDUCTOR = "torchinductor"
-KINDS = (EXTENSIONS, INDUCTOR)
 _VARIABLES = {EXTENSIONS: "TORCH_EXTENSIONS_DIR", INDUCTOR: "TORCHINDUCTOR_CACHE_DIR"}
+KINDS = tuple(_VARIABLES)
 
 
 def folder_name(content_hash: str) -> str:
