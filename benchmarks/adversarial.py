@@ -88,7 +88,7 @@ REPORTED = (
     "left process state changed",
     "did not match its manifest",
     "worker was replaced",
-    "changed its native host's process state",
+    "changed its host's process state",
 )
 
 
@@ -302,6 +302,8 @@ def run_case(session: Session, case: Case) -> Outcome:
             runner.close()  # a fresh worker reads the build cache again
         if victim is not None:
             after = evaluate(session, victim, large, None, evaluator)
+            if _judge_sabotage(session, result, after)[0] == "ESCAPED":  # once more: state left behind slows it
+                after = evaluate(session, victim, large, None, evaluator)  # every time, noise only now and then
     finally:
         if case.number in TAINTING:
             runner.close()

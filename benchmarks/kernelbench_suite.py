@@ -3,7 +3,7 @@ Model as ModelNew) measured against its baseline (the same Model), paired and in
 right about itself says PASSED with a speedup whose 95% interval holds 1 (a tie); anything else is counted
 with its reason.
 
-    python benchmarks/kernelbench_suite.py KernelBench/level1 --max-mb 4 [--limit N] [--json]
+    python benchmarks/kernelbench_suite.py KernelBench/level1 --max-mb 4 [--limit N] [--json] [--no-isolate]
 
 Each problem is imported at the largest size whose tensors fit ``--max-mb`` (its own ``--scale``, halved until
 it fits, ``import_problem``'s rule), with KernelBench's seed, tolerance and per-trial ``get_inputs()``.
@@ -109,12 +109,15 @@ def main() -> int:
     parser.add_argument("--max-mb", type=float, default=4.0, help="MiB of tensors a problem may hold (default 4)")
     parser.add_argument("--limit", type=int, help="the first N problems only")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    parser.add_argument(
+        "--no-isolate", action="store_true", help="call the models in the worker (default: each in a Python host)"
+    )
     args = parser.parse_args()
     files = problems(args.folder)[: args.limit]
     if not files:
         print(f"kernelbench_suite: no problem files in {args.folder}", file=sys.stderr)
         return 2
-    config = EvalConfig(timeout_s=120.0, timing=TIMING)
+    config = EvalConfig(timeout_s=120.0, timing=TIMING, isolate=not args.no_isolate)
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="evoteam-kernelbench-") as scratch:
         runner = LocalRunner(cache_root=Path(scratch) / "cache", memory_limit_mb=8192)

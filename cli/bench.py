@@ -97,8 +97,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--no-isolate",
         action="store_true",
-        help="call C ABI kernels on the CPU in the worker's own process (default: each in a native host process "
-        "of its own, which the verdict's code never shares; see docs/evaluator.md)",
+        help="call C ABI and Python kernels on the CPU in the worker's own process (default: each in a native or "
+        "Python host process of its own, which the verdict's code never shares; see docs/evaluator.md)",
     )
     p.add_argument(
         "--flush",

@@ -69,11 +69,19 @@ def test_cheating_and_broken_kernels_are_caught(bench: Bench, filename: str, sta
     assert evaluation is not None and evaluation.status == status and evaluation.performance is None
 
 
-def test_patching_torch_to_fool_the_reference_is_rejected_and_the_worker_replaced(bench: Bench) -> None:
+def test_patching_torch_in_the_python_host_patches_only_the_candidate_s_own_torch(bench: Bench) -> None:
     result = bench("patches_torch.py", only={"small-1000"})
+    assert result.status == S.INCORRECT_NUMERICAL  # the reference, in the worker, keeps torch's own multiply
+    honest = bench("honest.py", only={"small-1000"})
+    assert honest.status == S.PASSED
+
+
+def test_patching_torch_to_fool_the_reference_in_process_is_rejected_and_the_worker_replaced(bench: Bench) -> None:
+    in_process = quick_config(isolate=False)
+    result = bench("patches_torch.py", in_process, only={"small-1000"})
     assert result.status == S.REJECTED
     assert "torch.Tensor.__rmul__" in result.workloads[0].reason
-    honest = bench("honest.py", only={"small-1000"})  # a clean worker: the patch is gone
+    honest = bench("honest.py", in_process, only={"small-1000"})  # a clean worker: the patch is gone
     assert honest.status == S.PASSED
 
 

@@ -62,7 +62,7 @@ REPORTED = (
     "left process state changed",
     "did not match its manifest",
     "worker was replaced",
-    "changed its native host's process state",
+    "changed its host's process state",
 )
 TAINTING = ("3", "5", "7", "9")
 """Categories whose cases may leave the worker changed: it is replaced after each (8 has runners of its own)."""
@@ -78,6 +78,9 @@ class Case:
     """Part of the reason (rejected), a flag (flagged) or of the report (caught) that must appear."""
     workload: str = LARGE
     value_returning: bool = False
+    isolate: bool = True
+    """In a host of its own (the default); False: in the worker's process (``--no-isolate``, and where no host
+    runs it: a Python candidate on a GPU)."""
 
     @property
     def category(self) -> str:
@@ -91,11 +94,12 @@ def case(
     escapes: str | None = None,
     workload: str = LARGE,
     value_returning: bool = False,
+    isolate: bool = True,
 ) -> object:
     """A parameter of the table; ``escapes`` says why the case escapes today (an xfail until it is fixed)."""
     marks = [pytest.mark.xfail(strict=True, reason=f"escapes today: {escapes}")] if escapes else []
-    held = Case(file, frozenset(expect.split("|")), phrase, workload, value_returning)
-    return pytest.param(held, id=file, marks=marks)
+    held = Case(file, frozenset(expect.split("|")), phrase, workload, value_returning, isolate)
+    return pytest.param(held, id=file if isolate else f"{file} in the worker", marks=marks)
 
 
 CHEATS = [
@@ -120,11 +124,19 @@ CHEATS = [
     case("other_outputs.cpp", "neutralized"),
     case("capi_patch_harness.cpp", "rejected", "outside atol"),
     case("forge_protocol.cpp", "rejected", "non-finite"),
-    case("forge_protocol.py", "rejected", "did not belong to the request"),
     case("fixed_table.cpp", "flagged|rejected|neutralized", workload=FIXED),
-    case("lying_tensor.py", "rejected", "subclass of torch.Tensor", value_returning=True),
-    case("sticky_torch_mode.py", "rejected", "torch mode"),
-    case("patch_harness.py", "rejected", "evoteam.gpu_bench.worker.evaluate.check_outputs"),
+    # In its Python host, a Python cheat finds no pipe of the worker's, and its torch, modes and types are its
+    # own: the outputs it left (NaN, zeros) are checked as they are.
+    case("forge_protocol.py", "rejected", "non-finite"),
+    case("lying_tensor.py", "rejected", "outside", value_returning=True),
+    case("sticky_torch_mode.py", "rejected", "non-finite"),
+    case("patch_harness.py", "rejected", "non-finite"),
+    # In the worker's process, the defences there hold them.
+    case("forge_protocol.py", "rejected", "did not belong to the request", isolate=False),
+    case("lying_tensor.py", "rejected", "subclass of torch.Tensor", value_returning=True, isolate=False),
+    case("sticky_torch_mode.py", "rejected", "torch mode", isolate=False),
+    case("patch_harness.py", "rejected", "evoteam.gpu_bench.worker.evaluate.check_outputs", isolate=False),
+    case("memo_python.py", "neutralized|rejected", "inputs it has not seen", isolate=False),
 ]
 
 SABOTAGE = [
@@ -193,12 +205,17 @@ class Suite:
         self.variants = 0
 
     def evaluate(
-        self, candidate: Solution, uuid: str, evaluator: Evaluator | None = None, baseline: Solution | None = None
+        self,
+        candidate: Solution,
+        uuid: str,
+        evaluator: Evaluator | None = None,
+        baseline: Solution | None = None,
+        isolate: bool = True,
     ) -> CandidateResult:
         fixed = uuid in self.fixed
         workload = self.fixed[uuid] if fixed else self.workloads[uuid]
         baseline = baseline or reference_solution(self.definition)
-        config = EvalConfig(timeout_s=20.0, timing=QUICK_TIMING)
+        config = EvalConfig(timeout_s=20.0, timing=QUICK_TIMING, isolate=isolate)
         return (evaluator or self.evaluator).evaluate(
             self.definition, [workload], candidate, baseline, config, CASES if fixed else None
         )
@@ -252,12 +269,19 @@ def head_to_head(suite: Suite, held: Case, why: str) -> tuple[str, str]:
     works is faster than that honest work every time, a small C kernel on a busy machine only now and then
     (fixed_table.cpp, which never copied its table while timed, read 0.50x against 0.22x once in three)."""
     control = solution(CASES / "control_slow.cpp")
-    again = suite.evaluate(solution(CASES / held.file, held.value_returning), held.workload, baseline=control)
+    candidate = solution(CASES / held.file, held.value_returning)
+    again = suite.evaluate(candidate, held.workload, baseline=control, isolate=held.isolate)
     speed = again.workloads[0].speedup
     if again.status == S.PASSED and speed is not None and speed <= INFLATION:
         return "neutralized", f"{speed:.2f}x against the slow honest work itself, paired (first: {why})"
     shown = f"{speed:.2f}x" if speed is not None else again.status.value
     return "escaped", f"{why}; against the slow honest work itself, paired: {shown}"
+
+
+def clean_enough(after: CandidateResult, clean: float) -> bool:
+    """The honest candidate evaluated after a sabotage passed at no less than half its clean speedup."""
+    speedup = after.workloads[0].speedup if after.workloads else None
+    return after.status == S.PASSED and speedup is not None and speedup >= clean / 2
 
 
 def digests(folder: Path) -> dict[str, str]:
@@ -295,14 +319,15 @@ def test_honest_controls_pass(suite: Suite, relative: str, uuid: str) -> None:
 @pytest.mark.parametrize("held", CHEATS)
 def test_a_cheat_gets_its_outcome(suite: Suite, held: Case) -> None:
     try:
-        result = suite.evaluate(solution(CASES / held.file, held.value_returning), held.workload)
+        result = suite.evaluate(solution(CASES / held.file, held.value_returning), held.workload, isolate=held.isolate)
     finally:
         if held.category in TAINTING:
             suite.runner.close()  # the next case gets a fresh worker
     got, why = outcome(result, held, suite.slow.get(held.workload, 0.0))
     if got == "escaped" and result.status == S.PASSED and "neutralized" in held.expect:
         got, why = head_to_head(suite, held, why)
-    record("adversarial", held.file, f"{got}: {why[:200]}", got in held.expect)
+    name = held.file if held.isolate else f"{held.file} (in the worker)"
+    record("adversarial", name, f"{got}: {why[:200]}", got in held.expect)
     assert got in held.expect, why
     if held.phrase is not None:
         assert held.phrase in why
@@ -328,13 +353,15 @@ def test_a_sabotage_is_reported_and_the_next_candidate_measured_clean(suite: Sui
         if own is not None:
             own.close()  # a fresh worker reads the build cache again
         after = suite.evaluate(victim, LARGE, evaluator)
+        if not clean_enough(after, suite.clean[LARGE]):  # once more: state left behind slows it every time,
+            after = suite.evaluate(victim, LARGE, evaluator)  # a tiny kernel on a busy machine only now and then
     finally:
         (own or suite.runner).close()
     reports = "\n".join([log_of(result), log_of(after), after.build.log])
     reported = [phrase for phrase in REPORTED if phrase in reports]
     speedup = after.workloads[0].speedup
     clean = suite.clean[LARGE]
-    measured = after.status == S.PASSED and speedup is not None and speedup >= clean / 2
+    measured = clean_enough(after, clean)
     at = f"{speedup:.2f}x" if speedup is not None else _reason(after)
     figure = (
         f"own verdict {result.status.value}; the honest candidate after it: {after.status.value} ({at}; clean "
@@ -371,7 +398,8 @@ def test_a_gpu_case_builds(file: str, tmp_path: Path) -> None:
 def test_every_case_file_is_in_the_table_with_its_header() -> None:
     """A new case file needs a row here; its header names a category, says what it does and what to expect,
     and expects what the table holds it to (``benchmarks/adversarial.py`` reads the headers)."""
-    rows = {p.values[0].file: p.values[0] for p in [*CHEATS, *SABOTAGE]}  # type: ignore[attr-defined]
+    held = [p.values[0] for p in [*CHEATS, *SABOTAGE]]  # type: ignore[attr-defined]
+    rows = {case.file: case for case in held if case.isolate}
     gpu = {p.values[0] for p in GPU_LINT}
     files = {p.name for p in CASES.iterdir() if p.suffix in (".cpp", ".py", ".cu")}
     assert files == set(rows) | gpu | {"control_slow.cpp"}

@@ -71,7 +71,7 @@ def test_in_its_native_host_a_candidate_cannot_change_the_worker(bench: Bench, r
     assert left.status == EvaluationStatus.PASSED
     log = left.traces[0].evaluation.log if left.traces[0].evaluation else ""
     assert "left process state changed" not in log
-    assert "changed its native host's process state" in log and "contained" in log  # reported all the same
+    assert "changed its host's process state" in log and "contained" in log  # reported all the same
     assert "signal handlers" in log and "floating-point state" in log
     after = bench("honest.cpp", only={"small-1000"})
     assert after.status == EvaluationStatus.PASSED

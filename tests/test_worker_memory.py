@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import Bench
-from evoteam.gpu_bench.schema import EvaluationStatus
+from conftest import KERNELS, Bench, quick_config
+from evoteam.gpu_bench.bindings import KernelCallError, host
+from evoteam.gpu_bench.bindings.python_host import PythonHostKernel
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus
 from evoteam.gpu_bench.worker import client, memory
+from evoteam.gpu_bench.worker.memory import is_out_of_memory
 
 
 @pytest.mark.unit
@@ -54,9 +57,28 @@ def test_a_worker_killed_while_the_oom_count_rises_is_out_of_memory(
 ) -> None:
     counts = iter(range(100, 200))
     monkeypatch.setattr(client, "oom_kills", lambda: next(counts))  # the kernel's count, rising on every read
-    result = bench("sigkills_itself.py", only={"small-1000"})
+    in_process = quick_config(isolate=False)  # the Python candidate in the worker: its SIGKILL ends the worker
+    result = bench("sigkills_itself.py", in_process, only={"small-1000"})
     assert result.status == EvaluationStatus.RUNTIME_ERROR
     assert "out of memory: the kernel's OOM killer ended the worker" in result.workloads[0].reason
     monkeypatch.setattr(client, "oom_kills", lambda: 5)  # steady: another SIGKILL
-    result = bench("sigkills_itself.py", only={"small-1000"})
+    result = bench("sigkills_itself.py", in_process, only={"small-1000"})
     assert "died from signal SIGKILL (Killed), not from the OOM killer" in result.workloads[0].reason
+
+
+@pytest.mark.integration
+def test_a_python_host_killed_while_the_oom_count_rises_is_out_of_memory(
+    bench: Bench, definition: Definition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = bench("sigkills_itself.py", only={"small-1000"})  # in its Python host: the worker lives on
+    assert result.status == EvaluationStatus.RUNTIME_ERROR
+    assert "the kernel crashed the Python host (killed by SIGKILL)" in result.workloads[0].reason
+    counts = iter(range(100, 200))
+    monkeypatch.setattr(host, "oom_kills", lambda: next(counts))  # the kernel's count, rising on every read
+    kernel = PythonHostKernel(str(KERNELS), "sigkills_itself.py", "run", definition, True)
+    x = torch.randn(16)
+    call = kernel.bind({"x": x, "y": x}, {"out": torch.empty(16)}, {"n": 16})
+    with pytest.raises(KernelCallError, match="OOM killer: out of memory") as raised:
+        call()
+    assert is_out_of_memory(raised.value)  # so the reason starts "out of memory:"
+    kernel.release()

@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from evoteam.gpu_bench.schema import EvaluationStatus
 from evoteam.gpu_bench.verify.inputs import Value
 
 Call = Callable[[], object]
@@ -23,6 +24,19 @@ class KernelLoadError(RuntimeError):
 
 class KernelCallError(RuntimeError):
     """The kernel reported a failure (non-zero return code, an exception)."""
+
+
+class KernelRaised(KernelCallError):
+    """The kernel raised an exception in its host process: the message is the exception's type and text."""
+
+
+class KernelOutputError(KernelCallError):
+    """A value-returning kernel's result does not fit its outputs (their count, a shape or a dtype), as its
+    host found when it copied the result into them: ``status`` is what that earns."""
+
+    def __init__(self, status: EvaluationStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class KernelIntegrityError(KernelCallError):

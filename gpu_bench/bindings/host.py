@@ -1,4 +1,6 @@
-"""C ABI kernels on the CPU, run in a native host process of their own (``host_program.py``).
+"""CPU kernels run in a host process of their own: ``ProcessHost``, what every host shares, and ``HostKernel``,
+C ABI kernels in the native host (``host_program.py``); Python candidates have the Python host
+(``python_host.py``).
 
 The worker holds the reference outputs and decides every verdict; the candidate's code never runs in its
 address space. A binding moves the tensors it is given into memfds (in place: the worker's tensors keep
@@ -35,13 +37,16 @@ from evoteam.gpu_bench.bindings.dtypes import c_scalar_type
 from evoteam.gpu_bench.bindings.host_program import EMPTY_SYMBOL, empty_library, executable
 from evoteam.gpu_bench.schema import Definition, DType
 from evoteam.gpu_bench.verify.inputs import Value
+from evoteam.gpu_bench.worker.memory import oom_kills
 
 _ARG = struct.Struct("<IIQqd")
 _CALL = struct.Struct("<cxxxIQ")
 _ANSWER = struct.Struct("<cBxxiQ")
-_START_S = 30.0
 ROUND_TRIP_CALLS = 64
-"""Calls of the empty kernel whose fastest is the round trip subtracted from timed calls."""
+"""Calls of the empty kernel whose fastest is the round trip subtracted from timed calls (a quarter of them
+where the same round trip was measured before in this worker: the fastest of all of them counts)."""
+_FASTEST: dict[tuple[object, ...], float] = {}
+"""The fastest empty call yet, in ms, per round-trip key: still a lower bound of every later call's round trip."""
 
 
 class _Map(mmap.mmap):
@@ -86,19 +91,21 @@ def _forget(base: int, fd: int) -> None:
         os.close(fd)
 
 
-class HostKernel:
+class ProcessHost:
+    """What every host shares: its process (argv from ``_command``), the stop between calls, the call over the
+    socket with its nonce, and the reports (process state, CPU time, the round trip of an empty kernel).
+    A ``persistent`` host outlives a request (a Python host costs an interpreter's start); the others end
+    with it (``release``)."""
+
     destination_passing = True
     device = "cpu"
+    persistent = False
+    name = "the native host"
+    start_s = 30.0
+    """How long the host may take to start and load the kernel."""
 
-    def __init__(self, library: str, symbol: str, definition: Definition, library_fd: int | None = None) -> None:
-        self._library = library
-        self._library_fd = library_fd
-        self._empty: HostKernel | None = None
-        self._symbol = symbol
-        self._definition = definition
-        kinds = ["p" if spec.shape is not None else _scalar_kind(spec.dtype) for spec in definition.inputs.values()]
-        kinds += ["p"] * len(definition.outputs) + ["i"] * len(definition.var_axes())
-        self._signature = "".join(kinds)
+    def __init__(self) -> None:
+        self._empty: ProcessHost | None = None
         self._ids = itertools.count(1)
         self._process: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
@@ -106,66 +113,68 @@ class HostKernel:
         self._generation = 0
         self._started: dict[str, str] = {}
         self._changed: list[str] = []
+        self._oom_kills: int | None = None
         self.files_read_only = False
         """Whether the host holds the file system read-only to the kernel (Landlock; false where the kernel
         lacks it)."""
-        self._start()  # a library that does not load fails here, as the in-process binding does
-        self.release()
+        self._start()  # a kernel that does not load fails here, as the in-process binding does
+        if self.persistent:
+            self._stop()
+        else:
+            self.release()
 
-    def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
-        sock = self._ensure()
+    def _command(self, sock: int) -> tuple[list[str], tuple[int, ...], dict[str, str] | None]:
+        """The host's argv (``sock`` is its end of the control socket), the fds it inherits, its environment
+        (None: the worker's)."""
+        raise NotImplementedError
+
+    def _empty_host(self) -> ProcessHost:
+        """A host of the same kind whose kernel does nothing, bound in this kernel's order: its round trip is
+        what timing subtracts."""
+        raise NotImplementedError
+
+    def _load_error(self, text: str) -> KernelLoadError:
+        return KernelLoadError(f"{self.name} cannot run the kernel: {text}")
+
+    def _failure(self, rc: int, text: str) -> KernelCallError:
+        """The error of a call that answered ``rc`` (not 0), with the text the host sent after its answer."""
+        return KernelCallError(f"entry point returned {rc} (0 means success)")
+
+    def pids(self) -> list[int]:
+        """The host's process and its descendants (none when no host runs)."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            return []
+        return [process.pid]
+
+    def _bound(self, sock: socket.socket, message: bytes, fds: list[int], binding: int) -> Call:
+        """Sends one binding (its buffers' fds with it) and returns its call."""
         generation = self._generation
-        fds: list[int] = []
-        sizes: list[int] = []
-        args: list[bytes] = []
-
-        def pointer(name: str, tensor: torch.Tensor) -> bytes:
-            if not tensor.is_contiguous():
-                raise KernelCallError(f"tensor {name!r} is not contiguous; the C ABI takes dense row-major buffers")
-            if tensor.device.type != "cpu":
-                raise KernelCallError(f"tensor {name!r} is on {tensor.device}; the native host runs CPU kernels")
-            fd, size, offset = share(tensor)
-            fds.append(fd)
-            sizes.append(size)
-            return _ARG.pack(0, len(fds) - 1, offset, 0, 0.0)
-
-        for name, spec in self._definition.inputs.items():
-            value = inputs[name]
-            if isinstance(value, torch.Tensor):
-                args.append(pointer(name, value))
-            elif _scalar_kind(spec.dtype) == "d":
-                args.append(_ARG.pack(1, 0, 0, 0, float(value)))
-            else:
-                args.append(_ARG.pack(2, 0, 0, int(value), 0.0))
-        args += [pointer(name, outputs[name]) for name in self._definition.outputs]
-        args += [_ARG.pack(2, 0, 0, int(axes[name]), 0.0) for name in self._definition.var_axes()]
-        binding = next(self._ids)
-        header = struct.pack("<cxxxIII", b"B", binding, len(fds), len(args))
         self._continue()
-        socket.send_fds(sock, [header + b"".join(struct.pack("<Q", s) for s in sizes) + b"".join(args)], fds)
+        socket.send_fds(sock, [message], fds)
         answer = self._receive(sock)
-        self._stop()  # until the call: a thread the library started gets no time between calls, nor before one
+        self._stop()  # until the call: a thread the kernel started gets no time between calls, nor before one
         if not answer.startswith(b"K"):
-            raise KernelCallError(f"the native host refused the binding: {answer[1:].decode(errors='replace')}")
+            raise KernelCallError(f"{self.name} refused the binding: {answer[1:].decode(errors='replace')}")
 
         def call() -> None:
             if self._generation != generation or self._socket is None:
-                raise KernelCallError("the native host was restarted after this call was prepared")
+                raise KernelCallError(f"{self.name} was restarted after this call was prepared")
             self._expect_quiet(self._socket)
             self._continue()
             nonce = secrets.randbits(64)
             self._socket.send(_CALL.pack(b"C", binding, nonce))
             answer = self._receive(self._socket)
             self._stop()
-            if len(answer) != _ANSWER.size:
-                raise KernelIntegrityError("the native host's answer was malformed (the kernel wrote to its socket)")
-            kind, fp_changed, rc, echoed = _ANSWER.unpack(answer)
+            if len(answer) < _ANSWER.size:
+                raise KernelIntegrityError(f"{self.name}'s answer was malformed (the kernel wrote to its socket)")
+            kind, fp_changed, rc, echoed = _ANSWER.unpack(answer[: _ANSWER.size])
             if fp_changed and "the floating-point state (rounding, flush-to-zero)" not in self._changed:
                 self._changed.append("the floating-point state (rounding, flush-to-zero)")
             if kind != b"R" or echoed != nonce:
-                raise KernelIntegrityError("the native host's answer did not match the call (the kernel forged it)")
+                raise KernelIntegrityError(f"{self.name}'s answer did not match the call (the kernel forged it)")
             if rc != 0:
-                raise KernelCallError(f"entry point returned {rc} (0 means success)")
+                raise self._failure(rc, answer[_ANSWER.size :].decode(errors="replace"))
 
         weakref.finalize(call, self._free, binding, generation)
         return call
@@ -175,37 +184,50 @@ class HostKernel:
         forgotten: signal handlers, CPU affinity, priority, resource limits, the floating-point state. It dies
         with the host; the worker reports it."""
         self._read_changes()
+        if self._process is not None:
+            self._started = host_state(self._process.pid)  # what was reported is the state from now on
         changed, self._changed = self._changed, []
         return changed
 
     def cpu_seconds(self) -> float | None:
-        """CPU time of every thread of the host process (the kernel's work; preemption by other processes on a
-        busy machine does not count); None when no host runs."""
-        process = self._process
-        if process is None or process.poll() is not None:
+        """CPU time of every thread of the host's processes (the kernel's work; preemption by other processes
+        on a busy machine does not count); None when no host runs."""
+        pids = self.pids()
+        if not pids:
             return None
-        try:
-            return time.clock_gettime(_process_cpu_clock(process.pid))
-        except OSError:
-            return None
+        total = 0.0
+        for pid in pids:
+            try:
+                total += time.clock_gettime(_process_cpu_clock(pid))
+            except OSError:
+                if pid == pids[0]:
+                    return None
+        return total
 
     def round_trip_ms(
         self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]
     ) -> float:
-        """The fastest of ``ROUND_TRIP_CALLS`` calls of the empty kernel (``host_program.empty_library``) in a
-        host of this signature bound to the same buffers, in milliseconds: the same messages, signals and
-        wake-ups as a call of this kernel, with no kernel. That host is ours alone (the candidate's code
-        never runs in it), so a candidate cannot make it slow."""
-        if self._empty is None:
-            fd = empty_library()
-            self._empty = HostKernel(f"/proc/self/fd/{fd}", EMPTY_SYMBOL, self._definition, library_fd=fd)
-        call = self._empty.bind(inputs, outputs, axes)
-        fastest = float("inf")
-        for _ in range(ROUND_TRIP_CALLS):
+        """The fastest of ``ROUND_TRIP_CALLS`` calls of an empty kernel in a host of this kind bound to the
+        same buffers, in milliseconds: the same messages, signals and wake-ups as a call of this kernel, with
+        no kernel. That host is ours alone (the candidate's code never runs in it), so a candidate cannot make
+        it slow."""
+        call = self._empty_host().bind(inputs, outputs, axes)
+        key = self._round_trip_key(outputs)
+        known = _FASTEST.get(key)
+        fastest = float("inf") if known is None else known
+        for _ in range(ROUND_TRIP_CALLS if known is None else ROUND_TRIP_CALLS // 4):
             start = time.perf_counter_ns()
             call()
             fastest = min(fastest, (time.perf_counter_ns() - start) / 1e6)
+        _FASTEST[key] = fastest
         return fastest
+
+    def _round_trip_key(self, outputs: Mapping[str, torch.Tensor]) -> tuple[object, ...]:
+        """What the empty kernel's round trip depends on: calls of the same key share their fastest."""
+        return (type(self).__name__,)
+
+    def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
+        raise NotImplementedError
 
     def release(self) -> None:
         """Ends the host process (the next binding starts a fresh one), and the empty kernel's; its output is
@@ -213,10 +235,14 @@ class HostKernel:
         if self._empty is not None:
             self._empty.release()
         self._read_changes()
+        pids = self.pids()
         process, sock = self._process, self._socket
         self._process, self._socket = None, None
         if process is None:
             return
+        for pid in pids[1:]:  # what the host started dies with it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGCONT)
         self._stopped = False
@@ -245,17 +271,18 @@ class HostKernel:
         return self._socket
 
     def _start(self) -> None:
-        program = executable(self._signature)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            argv = [f"/proc/self/fd/{program}", self._library, self._symbol, str(os.getpid()), str(theirs.fileno())]
-            fds = (program, theirs.fileno(), *([self._library_fd] if self._library_fd is not None else []))
-            process = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL)
+            argv, fds, env = self._command(theirs.fileno())
+            process = subprocess.Popen(
+                argv, pass_fds=(*fds, theirs.fileno()), stdin=subprocess.DEVNULL, env=env, process_group=0
+            )
         finally:
             theirs.close()
         self._process, self._socket, self._stopped = process, ours, False
+        self._oom_kills = oom_kills()  # a SIGKILL while this count rises is the OOM killer's
         self._generation += 1
-        ours.settimeout(_START_S)
+        ours.settimeout(self.start_s)
         try:
             answer = self._receive(ours)
         finally:
@@ -264,29 +291,28 @@ class HostKernel:
         self._started = host_state(process.pid)
         if not answer.startswith(b"K"):
             self.release()
-            text = answer[1:].decode(errors="replace")
-            if text == "not exported":
-                raise KernelLoadError(
-                    f'entry point {self._symbol!r} is not exported by the library (is it declared extern "C"?)'
-                )
-            raise KernelLoadError(f"the native host cannot run {self._library}: {text}")
+            raise self._load_error(answer[1:].decode(errors="replace"))
 
     def _receive(self, sock: socket.socket) -> bytes:
         try:
-            answer = sock.recv(4096)
+            answer = sock.recv(65536)
         except TimeoutError:
-            raise KernelLoadError(f"the native host did not start within {_START_S:.0f} s") from None
+            raise KernelLoadError(f"{self.name} did not start within {self.start_s:.0f} s") from None
         except OSError:
             answer = b""
         if answer:
             return answer
-        raise KernelCallError(f"the kernel crashed the native host ({self._death()})")
+        raise KernelCallError(f"the kernel crashed {self.name} ({self._death()})")
 
     def _death(self) -> str:
+        pids = self.pids()
         process, sock = self._process, self._socket
         self._process, self._socket = None, None
         if sock is not None:
             sock.close()
+        for pid in pids[1:]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         if process is None:
             return "it is gone"
         try:
@@ -297,8 +323,15 @@ class HostKernel:
         if code == -signal.SIGSYS:
             return (
                 "killed by SIGSYS: it started a process, ran a program, or traced or read another process, "
-                "which the native host forbids"
+                f"which {self.name} forbids"
             )
+        if code == -signal.SIGKILL and self._oom_kills is not None:
+            now = oom_kills()
+            if now is not None and now > self._oom_kills:
+                return (
+                    "killed by SIGKILL from the kernel's OOM killer: out of memory (the machine's OOM kill count "
+                    f"rose from {self._oom_kills} to {now} while it ran)"
+                )
         if code < 0:
             return f"killed by {signal.Signals(-code).name}"
         return f"it exited with status {code}"
@@ -306,30 +339,96 @@ class HostKernel:
     def _expect_quiet(self, sock: socket.socket) -> None:
         """Nothing may wait on the socket between calls: the host answers only what it is asked."""
         try:
-            extra = sock.recv(4096, socket.MSG_DONTWAIT)
+            extra = sock.recv(65536, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return
         except OSError:
             extra = b""
         if extra:
-            raise KernelIntegrityError("the native host sent a message nobody asked for (the kernel wrote to it)")
+            raise KernelIntegrityError(f"{self.name} sent a message nobody asked for (the kernel wrote to it)")
 
     def _stop(self) -> None:
         if self._process is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._process.pid, signal.SIGSTOP)
+                os.killpg(self._process.pid, signal.SIGSTOP)  # its group: what it started too
                 self._stopped = True
 
     def _continue(self) -> None:
         if self._stopped and self._process is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._process.pid, signal.SIGCONT)
+                os.killpg(self._process.pid, signal.SIGCONT)
             self._stopped = False
 
     def _free(self, binding: int, generation: int) -> None:
         if self._generation == generation and self._socket is not None:
             with contextlib.suppress(OSError):
                 self._socket.send(struct.pack("<cxxxIQ", b"F", binding, 0), socket.MSG_DONTWAIT)
+
+
+class HostKernel(ProcessHost):
+    """A C ABI kernel in the native host (``native_host.cpp``, built by ``host_program.py``)."""
+
+    def __init__(self, library: str, symbol: str, definition: Definition, library_fd: int | None = None) -> None:
+        self._library = library
+        self._library_fd = library_fd
+        self._symbol = symbol
+        self._definition = definition
+        kinds = ["p" if spec.shape is not None else _scalar_kind(spec.dtype) for spec in definition.inputs.values()]
+        kinds += ["p"] * len(definition.outputs) + ["i"] * len(definition.var_axes())
+        self._signature = "".join(kinds)
+        super().__init__()
+
+    def _command(self, sock: int) -> tuple[list[str], tuple[int, ...], dict[str, str] | None]:
+        program = executable(self._signature)
+        argv = [f"/proc/self/fd/{program}", self._library, self._symbol, str(os.getpid()), str(sock)]
+        return argv, (program, *([self._library_fd] if self._library_fd is not None else [])), None
+
+    def _load_error(self, text: str) -> KernelLoadError:
+        if text == "not exported":
+            return KernelLoadError(
+                f'entry point {self._symbol!r} is not exported by the library (is it declared extern "C"?)'
+            )
+        return KernelLoadError(f"the native host cannot run {self._library}: {text}")
+
+    def _round_trip_key(self, outputs: Mapping[str, torch.Tensor]) -> tuple[object, ...]:
+        return ("native", self._signature)
+
+    def _empty_host(self) -> ProcessHost:
+        if self._empty is None:
+            fd = empty_library()
+            self._empty = HostKernel(f"/proc/self/fd/{fd}", EMPTY_SYMBOL, self._definition, library_fd=fd)
+        return self._empty
+
+    def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
+        sock = self._ensure()
+        fds: list[int] = []
+        sizes: list[int] = []
+        args: list[bytes] = []
+
+        def pointer(name: str, tensor: torch.Tensor) -> bytes:
+            if not tensor.is_contiguous():
+                raise KernelCallError(f"tensor {name!r} is not contiguous; the C ABI takes dense row-major buffers")
+            if tensor.device.type != "cpu":
+                raise KernelCallError(f"tensor {name!r} is on {tensor.device}; the native host runs CPU kernels")
+            fd, size, offset = share(tensor)
+            fds.append(fd)
+            sizes.append(size)
+            return _ARG.pack(0, len(fds) - 1, offset, 0, 0.0)
+
+        for name, spec in self._definition.inputs.items():
+            value = inputs[name]
+            if isinstance(value, torch.Tensor):
+                args.append(pointer(name, value))
+            elif _scalar_kind(spec.dtype) == "d":
+                args.append(_ARG.pack(1, 0, 0, 0, float(value)))
+            else:
+                args.append(_ARG.pack(2, 0, 0, int(value), 0.0))
+        args += [pointer(name, outputs[name]) for name in self._definition.outputs]
+        args += [_ARG.pack(2, 0, 0, int(axes[name]), 0.0) for name in self._definition.var_axes()]
+        binding = next(self._ids)
+        header = struct.pack("<cxxxIII", b"B", binding, len(fds), len(args))
+        message = header + b"".join(struct.pack("<Q", s) for s in sizes) + b"".join(args)
+        return self._bound(sock, message, fds, binding)
 
 
 _STATE = {

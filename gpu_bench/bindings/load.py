@@ -14,7 +14,7 @@ from evoteam.gpu_bench.schema import Binding, Definition, Language, Solution
 
 def load_kernel(solution: Solution, artifact: str, definition: Definition, isolate: bool = False) -> Kernel:
     """The solution's kernel; with ``isolate``, a C ABI kernel on the CPU runs in a native host process of its
-    own (``host.py``) instead of the caller's."""
+    own (``host.py``) and a Python one on the CPU in a Python host (``python_host.py``), not in the caller's."""
     spec = solution.spec
     binding = spec.resolved_binding()
     if binding in (Binding.C, Binding.TVM_FFI, Binding.PYCUDA) and not spec.destination_passing_style:
@@ -36,6 +36,10 @@ def load_kernel(solution: Solution, artifact: str, definition: Definition, isola
         if device == CUDA:
             _need_gpu(solution)
         dps = spec.destination_passing_style
+        if isolate and device != CUDA:
+            from evoteam.gpu_bench.bindings.python_host import PythonHostKernel
+
+            return PythonHostKernel(artifact, spec.entry_file, spec.entry_symbol, definition, dps)
         return PythonKernel(artifact, spec.entry_file, spec.entry_symbol, definition, dps, device)
     raise KernelLoadError(f"binding {binding.value!r} is not supported by this evaluator")
 

@@ -25,7 +25,7 @@ class PythonKernel:
         self.destination_passing = dps
         self.device = device
         self._definition = definition
-        self._fn = _load(Path(folder), entry_file, symbol)
+        self._fn = load_function(Path(folder), entry_file, symbol)
 
     def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
         args = [inputs[n] for n in self._definition.inputs]
@@ -35,7 +35,8 @@ class PythonKernel:
         return lambda: fn(*args)
 
 
-def _load(folder: Path, entry_file: str, symbol: str) -> Callable[..., Any]:
+def load_function(folder: Path, entry_file: str, symbol: str) -> Callable[..., Any]:
+    """Imports ``entry_file`` of ``folder`` (the folder on ``sys.path`` while it imports) and returns its ``symbol``."""
     path = folder / entry_file
     module_name = f"evoteam_solution_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_file_location(module_name, path)

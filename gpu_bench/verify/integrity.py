@@ -41,6 +41,7 @@ _HARNESS = (
     "evoteam.gpu_bench.timing.paired",
     "evoteam.gpu_bench.timing.statistics",
     "evoteam.gpu_bench.bindings.host",
+    "evoteam.gpu_bench.bindings.python_host",
 )
 """The harness's own modules: watched like torch's, when loaded."""
 

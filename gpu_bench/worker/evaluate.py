@@ -25,7 +25,13 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from evoteam.gpu_bench.bindings import Kernel, KernelCallError, KernelIntegrityError
+from evoteam.gpu_bench.bindings import (
+    Kernel,
+    KernelCallError,
+    KernelIntegrityError,
+    KernelOutputError,
+    KernelRaised,
+)
 from evoteam.gpu_bench.bindings.device import CUDA, cuda_healthy, is_device_error, synchronize
 from evoteam.gpu_bench.bindings.dtypes import torch_dtype
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SafetensorsInput, Solution, Workload
@@ -69,9 +75,10 @@ class EvalConfig(BaseModel):
     """After a workload times out or crashes, evaluate the rest anyway (default: skip them with that reason,
     so a hanging candidate costs one timeout, not one per workload)."""
     isolate: bool = True
-    """Run C ABI kernels on the CPU in a native host process of their own (``bindings/host.py``): the worker
-    that holds the reference outputs and decides the verdict never shares an address space with them. Off: they
-    are called in the worker's process through ctypes (faster to start, no isolation)."""
+    """Run C ABI kernels on the CPU in a native host process of their own (``bindings/host.py``), and Python
+    candidates on the CPU in a Python host (``bindings/python_host.py``): the worker that holds the reference
+    outputs and decides the verdict never shares an address space with them. Off: they are called in the
+    worker's process (faster to start, no isolation)."""
     incumbent: Solution | None = None
     """Time the kernel interleaved with this one (the start kernel) in the same worker, on the same inputs:
     the outcome's ``paired`` holds the per-pair ratios, the speedup and its interval. The incumbent's
@@ -335,6 +342,8 @@ def failure(kernel: Kernel, exc: Exception, prefix: str = "") -> WorkloadOutcome
     if it is a CUDA error or left one behind."""
     if isinstance(exc, KernelIntegrityError):
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"{prefix}{exc}")
+    if isinstance(exc, KernelOutputError):
+        return WorkloadOutcome(status=exc.status, reason=f"{prefix}{exc}")
     memory = "out of memory: " if is_out_of_memory(exc) else ""
     outcome = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason=f"{prefix}{memory}{_describe(exc)}")
     if kernel.device == CUDA and (is_device_error(exc) or not cuda_healthy()):
@@ -567,6 +576,8 @@ def _seed(base: int, uuid: str, trial: int) -> int:
 
 def _describe(exc: BaseException) -> str:
     text = str(exc)
+    if isinstance(exc, KernelRaised):  # already the exception's type and text, as its host saw it
+        return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

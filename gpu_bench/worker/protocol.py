@@ -17,7 +17,7 @@ class BuildRequest(BaseModel):
     solution: Solution
     definition: Definition
     isolate: bool = True
-    """Load it as ``EvalConfig.isolate`` says (a C ABI kernel on the CPU in a native host of its own)."""
+    """Load it as ``EvalConfig.isolate`` says (a C ABI or Python kernel on the CPU in a host of its own)."""
 
 
 class EvaluateRequest(BaseModel):

@@ -22,8 +22,9 @@ import torch
 from pydantic import ValidationError
 
 from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
-from evoteam.gpu_bench.bindings.host import HostKernel  # loaded before candidates: integrity watches it
+from evoteam.gpu_bench.bindings.host import ProcessHost  # loaded before candidates: integrity watches it
 from evoteam.gpu_bench.bindings.load import load_kernel
+from evoteam.gpu_bench.bindings.python_host import host_pids
 from evoteam.gpu_bench.build.builder import build
 from evoteam.gpu_bench.environment import environment
 from evoteam.gpu_bench.schema import EvaluationStatus, Solution
@@ -110,13 +111,22 @@ class _Worker:
 
     def release_hosts(self) -> list[str]:
         """Ends the native hosts of this request's kernels (the next request starts fresh ones), so nothing
-        of a candidate outlives its request and no host counts as a stray; what their kernels changed of
-        their hosts' process state (contained: it ends with them)."""
+        of a candidate outlives its request and no host counts as a stray, and every Python host whose
+        kernel changed its process state; what their kernels changed of their hosts' process state
+        (contained: it ends with them)."""
         changed: list[str] = []
         for kernel in self._kernels.values():
-            if isinstance(kernel, HostKernel):
+            if not isinstance(kernel, ProcessHost):
+                continue
+            if kernel.persistent:
+                now = kernel.changed_state()
+                if now:
+                    kernel.release()
+                    kernel.changed_state()  # read once more as it ended: the same changes, already counted
+            else:
                 kernel.release()
-                changed += [what for what in kernel.changed_state() if what not in changed]
+                now = kernel.changed_state()
+            changed += [what for what in now if what not in changed]
         return changed
 
     def _evaluate(self, request: EvaluateRequest) -> Evaluated | Failed:
@@ -131,8 +141,15 @@ class _Worker:
             incumbent = loaded
         reference = self._reference(request)
         self._start_log()
-        if torch.get_num_threads() != self._threads:  # a candidate changed it: the reference deserves the same
-            torch.set_num_threads(self._threads)
+        # Where every kernel runs in a host of its own, the worker's torch works on one thread: its pool's
+        # threads spin for a while after each parallel operation (filling and checking buffers between calls),
+        # and on a small machine they took the cores a host's own threads were waiting for (a 0.3 ms call of a
+        # two-thread matmul took 3 ms). Set for the whole request: switching at the timing alone left the
+        # pool spinning into it.
+        hosted = all(isinstance(k, ProcessHost) for k in (kernel, incumbent) if k is not None)
+        threads = 1 if hosted else self._threads
+        if torch.get_num_threads() != threads:  # a candidate changed it: the reference deserves the same
+            torch.set_num_threads(threads)
         try:
             outcome = evaluate_workload(
                 kernel,
@@ -151,6 +168,9 @@ class _Worker:
         except DeviceFault as fault:
             self.tainted = True
             return Evaluated(id=request.id, outcome=fault.outcome, log=self._log(), worker_exiting=True)
+        finally:
+            if threads != self._threads:  # the policy's count again, for what loads next (a host takes it)
+                torch.set_num_threads(self._threads)
         log = self._log()
         replaced = self._tampered(self._pristine) + [f"torch mode {mode} (left active)" for mode in self._modes()]
         if replaced:
@@ -203,7 +223,7 @@ def _noted(response: Built | Evaluated | Failed, note: str) -> Built | Evaluated
 
 def _without_strays(response: Built | Evaluated | Failed) -> Built | Evaluated | Failed:
     """Kills what the candidate left running before the answer goes out, and says so in the log."""
-    killed = strays.kill_strays()
+    killed = strays.kill_strays(keep=host_pids())  # a Python host lives on between requests
     if killed and isinstance(response, Evaluated):
         note = f"\n[evoteam: killed {killed} process(es) the candidate left running]\n"
         return response.model_copy(update={"log": response.log + note})
@@ -260,7 +280,7 @@ def serve(
             response = _without_strays(handled)
             if contained and isinstance(response, Evaluated):
                 note = (
-                    f"\n[evoteam: the kernel changed its native host's process state ({'; '.join(contained)}); "
+                    f"\n[evoteam: the kernel changed its host's process state ({'; '.join(contained)}); "
                     "contained: the host ended with the request, the worker and the next candidate are untouched]\n"
                 )
                 response = response.model_copy(update={"log": response.log + note})

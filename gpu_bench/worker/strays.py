@@ -15,6 +15,7 @@ import resource
 import signal
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 PROCESS_HEADROOM = 1024
@@ -64,11 +65,12 @@ def children(pid: int | None = None) -> list[int]:
     return found
 
 
-def kill_strays(rounds: int = 200) -> int:
-    """Kills every process we started that is still there (adopted orphans included); how many."""
+def kill_strays(rounds: int = 200, keep: Collection[int] = ()) -> int:
+    """Kills every process we started that is still there (adopted orphans included), but those in ``keep``
+    (hosts kept between requests); how many."""
     killed = 0
     for _ in range(rounds):
-        kids = children()
+        kids = [kid for kid in children() if kid not in keep]
         if not kids:
             break
         for kid in kids:

@@ -1,11 +1,12 @@
 # category: 7 python binding
-# what: computes nothing. A Python candidate runs inside the evaluation worker, so it can find the worker's
+# what: computes nothing. A Python candidate run inside the evaluation worker (--no-isolate) can find the worker's
 #   protocol pipe among the process's file descriptors (/proc/self/fd: a pipe open for writing, per
 #   /proc/self/fdinfo) and write one line there in the worker protocol's framing (one JSON object per line,
 #   gpu_bench/worker/protocol.py): an `evaluated` answer with id -1 (the id of answers to no request in
 #   particular) saying PASSED, timed against the baseline with a speedup of 3.0. Its real outcome (NaN outputs)
 #   follows with the request's id and is never read.
-# expected: rejected (a verdict comes from the harness, not from the candidate's process)
+# expected: rejected (a verdict comes from the harness, not from the candidate's process; in its Python host
+#   there is no pipe of the worker's to find, and its NaN outputs are checked)
 import json
 import os
 

@@ -4,7 +4,8 @@
 #   allclose/equal give True; the rest behaves as a tensor (results stay of the subclass). Zeros of the right
 #   shape and dtype cost about what the reference costs, so its speedup looks plausible.
 # binding: python, value-returning
-# expected: rejected (outputs are checked as plain tensors: the candidate's type does not get a say)
+# expected: rejected (outputs are checked as plain tensors: the candidate's type does not get a say; its
+#   Python host copies the zeros into the shared outputs, and they are checked)
 import torch
 
 _AGREE = {"sub", "__sub__", "__rsub__", "subtract", "isfinite", "isclose", "eq", "__eq__", "allclose", "equal"}

@@ -1,9 +1,10 @@
 # category: 1 memoization
-# what: a Python candidate, run inside the worker, that keeps every result it computed in a dict keyed on 16
-#   sampled elements of x and of y (and the length): a lookup costs a few microseconds, where its honest work
-#   (20 passes over the data) costs a millisecond. Right as long as inputs that agree on the samples are the
-#   same inputs, which holds when the timed calls reuse the values of the correctness trials.
-# expected: neutralized or rejected (on inputs nobody has seen it is slower by the clock and by the worker's
+# what: a Python candidate (in its Python host, or in the worker with --no-isolate) that keeps every result it
+#   computed in a dict keyed on 16 sampled elements of x and of y (and the length): a lookup costs a few
+#   microseconds, where its honest work (20 passes over the data) costs a millisecond. Right as long as inputs
+#   that agree on the samples are the same inputs, which holds when the timed calls reuse the values of the
+#   correctness trials.
+# expected: neutralized or rejected (on inputs nobody has seen it is slower by the clock and by its process's
 #   CPU time alike)
 import torch
 

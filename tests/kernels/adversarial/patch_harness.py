@@ -3,7 +3,8 @@
 #   check in the worker's modules: check_outputs of evoteam.gpu_bench.worker.evaluate and .timed, and compare
 #   of evoteam.gpu_bench.verify.compare and of evaluate, with one that always agrees. One honest computation
 #   into a tensor of its own keeps its time plausible; `out` keeps the harness's NaN.
-# expected: rejected (the harness's modules are not the candidate's to patch)
+# expected: rejected (the harness's modules are not the candidate's to patch; in its Python host it patches
+#   only copies of its own, and its NaN outputs are checked)
 import sys
 
 import torch

@@ -3,7 +3,8 @@
 #   active for everything the worker does afterwards on that thread, the harness's output check included: under
 #   it, subtraction gives zeros and isfinite/isclose/eq give all-true (allclose/equal: True). One honest
 #   computation into a tensor of its own keeps its time plausible; `out` keeps the harness's NaN.
-# expected: rejected (a torch mode left active by a candidate is the harness's state, not the candidate's)
+# expected: rejected (a torch mode left active by a candidate is the harness's state, not the candidate's; in
+#   its Python host the mode is its own, and its NaN outputs are checked)
 import torch
 from torch.overrides import TorchFunctionMode
 

@@ -1,0 +1,191 @@
+"""The Python host: a process of its own that runs one Python candidate on the CPU (see ``python_host.py``).
+
+Run as ``python -m evoteam.gpu_bench.bindings.python_host_program SOCK WORKER THREADS DPS FOLDER FILE SYMBOL``
+(an empty ``FOLDER`` runs the empty kernel, whose round trip timing subtracts). It arranges to die with the
+worker, becomes a child subreaper (what the candidate starts stays its descendant, which the worker stops
+and kills with it), imports the candidate and answers ``K``, then serves the worker over a sequenced-packet
+socket in the native host's framing: ``B`` maps a binding's buffers (memfds passed with SCM_RIGHTS) as
+tensors, ``C`` calls the candidate and answers with the call's nonce, ``F`` forgets a binding. A
+value-returning candidate's result is copied into the shared outputs; a result that does not fit them is
+answered with the status it earns (rc 2: a shape, rc 3: a dtype) and why. Nothing here decides a verdict:
+the worker reads the outputs from shared memory and times the round trip with its own clock.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import json
+import mmap
+import os
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_CALL = struct.Struct("<cxxxIQ")
+_ANSWER = struct.Struct("<cBxxiQ")
+_BIND = struct.Struct("<cxxxII")
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_MESSAGE = 1 << 20
+_MAX_FDS = 256
+RC_ERROR, RC_SHAPE, RC_DTYPE = 1, 2, 3
+"""A call's return codes besides 0: an exception, a result of the wrong shape (or count), of the wrong dtype."""
+
+
+class _Binding:
+    def __init__(self, args: list[object], outputs: dict[str, torch.Tensor], maps: list[mmap.mmap]) -> None:
+        self.args = args
+        self.outputs = outputs
+        self.maps = maps
+        self.spare: tuple[torch.Tensor, ...] = ()
+        """The empty kernel's result when it returns values: outputs of the right shape, copied like any."""
+
+
+def tensor(maps: Sequence[mmap.mmap], spec: Sequence[Any]) -> torch.Tensor:
+    """The tensor a binding describes as ``[buffer, element offset, dtype, shape, stride]`` on its mapped buffers."""
+    buffer, offset, dtype, shape, stride = spec
+    storage = torch.frombuffer(maps[int(buffer)], dtype=torch.uint8).untyped_storage()
+    kind = getattr(torch, str(dtype).removeprefix("torch."))
+    if not isinstance(kind, torch.dtype):
+        raise ValueError(f"no dtype {dtype!r}")
+    return torch.empty(0, dtype=kind).set_(storage, int(offset), list(shape), list(stride))
+
+
+def fill(result: object, outputs: dict[str, torch.Tensor]) -> tuple[int, str]:
+    """Copies a value-returning kernel's result into the shared outputs: (0, "") or (rc, why)."""
+    names = list(outputs)
+    if isinstance(result, dict):
+        missing = [n for n in names if n not in result]
+        if missing:
+            return RC_SHAPE, f"outputs {missing} are missing from the result"
+        result = tuple(result[n] for n in names)
+    if isinstance(result, torch.Tensor):
+        result = (result,)
+    if not isinstance(result, tuple | list) or len(result) != len(names):
+        length = f" of length {len(result)}" if isinstance(result, tuple | list) else ""
+        return RC_SHAPE, f"expected {len(names)} output(s) {names}, got {type(result).__name__}{length}"
+    for name, value in zip(names, result, strict=True):
+        out = outputs[name]
+        if not isinstance(value, torch.Tensor):
+            return RC_SHAPE, f"output {name!r} is a {type(value).__name__}, not a tensor"
+        if tuple(value.shape) != tuple(out.shape):
+            return RC_SHAPE, f"output {name!r} has shape {tuple(value.shape)}, expected {tuple(out.shape)}"
+        if value.dtype != out.dtype:
+            expected = str(out.dtype).removeprefix("torch.")
+            return RC_DTYPE, f"output {name!r} has dtype {value.dtype}, expected {expected}"
+        with torch.no_grad():
+            out.copy_(value)
+    return 0, ""
+
+
+def _bind(message: bytes, fds: list[int], dps: bool, empty: bool) -> _Binding:
+    _, _, count = _BIND.unpack(message[: _BIND.size])
+    if count != len(fds):
+        raise ValueError("a malformed binding")
+    maps = []
+    for fd in fds:
+        try:
+            maps.append(mmap.mmap(fd, os.fstat(fd).st_size))
+        finally:
+            os.close(fd)
+    layout = json.loads(message[_BIND.size :])
+    args = [tensor(maps, arg["t"]) if "t" in arg else arg["v"] for arg in layout["args"]]
+    outputs = {name: tensor(maps, spec) for name, spec in layout["outputs"]}
+    if dps:
+        args += list(outputs.values())
+    binding = _Binding(args, outputs, maps)
+    if empty and not dps:
+        binding.spare = tuple(torch.empty_like(out) for out in outputs.values())
+    return binding
+
+
+def _call(fn: Callable[..., object], binding: _Binding, dps: bool) -> tuple[int, str]:
+    try:
+        result = fn(*binding.args)
+        return (0, "") if dps else fill(result, binding.outputs)
+    except BaseException as exc:  # whatever the candidate raises (SystemExit too) is its call's failure
+        text = str(exc)
+        return RC_ERROR, f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _spare(binding: _Binding) -> Callable[..., object]:
+    """The empty kernel of a value-returning signature: it returns outputs it did not compute."""
+    return lambda *_: binding.spare
+
+
+def serve(sock: socket.socket, fn: Callable[..., object], dps: bool, empty: bool) -> int:
+    bindings: dict[int, _Binding] = {}
+    buffer = bytearray(_MESSAGE)  # one buffer for every message: a call is not worth an allocation
+    while True:
+        try:
+            length, ancillary, _, _ = sock.recvmsg_into([buffer], socket.CMSG_SPACE(_MAX_FDS * 4))
+        except OSError:
+            return 0
+        if not length:
+            return 0
+        message = bytes(buffer[:length])
+        fds = array.array("i")
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        if message[:1] == b"B" and len(message) >= _BIND.size:
+            _, binding_id, _ = _BIND.unpack(message[: _BIND.size])
+            try:
+                bindings[binding_id] = _bind(message, list(fds), dps, empty)
+            except (ValueError, TypeError, KeyError, RuntimeError, OSError) as exc:
+                sock.send(b"E" + f"{type(exc).__name__}: {exc}".encode())
+                continue
+            sock.send(b"K")
+            continue
+        for fd in fds:
+            os.close(fd)
+        if len(message) != _CALL.size:
+            continue
+        kind, binding_id, nonce = _CALL.unpack(message)
+        if kind == b"F":
+            bindings.pop(binding_id, None)
+            continue
+        if kind != b"C":
+            continue
+        found = bindings.get(binding_id)
+        if found is None:
+            sock.send(_ANSWER.pack(b"U", 0, -1, nonce))
+            continue
+        rc, why = _call(_spare(found) if empty and not dps else fn, found, dps)
+        sock.send(_ANSWER.pack(b"R", 0, rc, nonce) + why.encode(errors="replace")[:60000])
+
+
+def main(argv: Sequence[str]) -> int:
+    sock_fd, worker, threads, dps_flag, folder, entry_file, symbol = argv
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(worker):  # the worker died before the death signal was armed
+        return 3
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    sock = socket.socket(fileno=int(sock_fd))
+    torch.set_num_threads(int(threads))
+    dps, empty = dps_flag == "1", not folder
+    fn: Callable[..., object] = lambda *_: None  # noqa: E731 - the empty kernel
+    if not empty:
+        from evoteam.gpu_bench.bindings import KernelLoadError
+        from evoteam.gpu_bench.bindings.python_fn import load_function
+
+        try:
+            fn = load_function(Path(folder), entry_file, symbol)
+        except KernelLoadError as exc:
+            sock.send(b"E" + str(exc).encode(errors="replace"))
+            return 5
+    sys.stdout.flush()
+    sock.send(b"K")
+    return serve(sock, fn, dps, empty)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

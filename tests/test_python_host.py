@@ -1,0 +1,250 @@
+"""The Python host (``bindings/python_host.py``): Python candidates on the CPU run in an interpreter of their own,
+on buffers shared with the worker, stopped between calls with everything they started, kept between requests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from evoteam.gpu_bench.bindings import KernelLoadError, KernelOutputError, KernelRaised, python_host
+from evoteam.gpu_bench.bindings.python_host import LIVE_HOSTS, PythonHostKernel, host_pids
+from evoteam.gpu_bench.schema import Definition, EvaluationStatus
+
+pytestmark = pytest.mark.integration
+
+KERNELS = '''
+import os, signal, sys, time
+import torch
+
+def dps(x, y, out):
+    torch.add(2 * x, y, out=out)
+
+def returns(x, y):
+    return 2 * x + y
+
+def returns_dict(x, y):
+    return {"out": 2 * x + y}
+
+def wrong_shape(x, y):
+    return (2 * x + y)[:-1]
+
+def wrong_dtype(x, y):
+    return (2 * x + y).double()
+
+def two(x, y):
+    return x, y
+
+def raises(x, y, out):
+    raise ValueError("no luck")
+
+def exits(x, y, out):
+    sys.exit(3)
+
+def pid(x, y, out):
+    out.fill_(os.getpid())
+
+_helpers = []
+
+def deferred(x, y, out):
+    """Returns at once; a process it forked writes the answer a little later."""
+    child = os.fork()
+    if child == 0:
+        time.sleep(0.2)
+        torch.add(2 * x, y, out=out)
+        os._exit(0)
+    _helpers.append(child)
+
+def escapes(x, y, out):
+    """As ``deferred``, from a process that leaves the host's process group."""
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        time.sleep(0.2)
+        torch.add(2 * x, y, out=out)
+        os._exit(0)
+    _helpers.append(child)
+    torch.add(2 * x, y, out=out)
+
+def leaves_handler(x, y, out):
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    torch.add(2 * x, y, out=out)
+'''
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("python-host")
+    (where / "kernels.py").write_text(KERNELS)
+    return where
+
+
+@pytest.fixture(scope="module")
+def definition() -> Definition:
+    from conftest import DATA
+    from evoteam.gpu_bench.task import load_definition
+
+    return load_definition(DATA / "scale_add.json")
+
+
+def host(folder: Path, definition: Definition, symbol: str, dps: bool = True) -> PythonHostKernel:
+    return PythonHostKernel(str(folder), "kernels.py", symbol, definition, dps)
+
+
+def buffers(n: int = 4096) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    return {"x": torch.randn(n), "y": torch.randn(n)}, {"out": torch.full((n,), float("nan"))}
+
+
+@pytest.mark.parametrize(("symbol", "dps"), [("dps", True), ("returns", False), ("returns_dict", False)])
+def test_a_kernel_fills_the_worker_s_own_tensors(folder: Path, definition: Definition, symbol: str, dps: bool) -> None:
+    kernel = host(folder, definition, symbol, dps)
+    inputs, outputs = buffers()
+    out = outputs["out"]
+    call = kernel.bind(inputs, outputs, {"n": 4096})
+    call()
+    assert outputs["out"] is out and torch.allclose(out, 2 * inputs["x"] + inputs["y"])
+    inputs["x"].copy_(torch.randn(4096))  # the same buffers, new values: the host sees them
+    out.fill_(float("nan"))
+    call()
+    assert torch.allclose(out, 2 * inputs["x"] + inputs["y"])
+    kernel.release()
+
+
+@pytest.mark.parametrize(
+    ("symbol", "status", "phrase"),
+    [
+        ("wrong_shape", EvaluationStatus.INCORRECT_SHAPE, "has shape (4095,), expected (4096,)"),
+        ("wrong_dtype", EvaluationStatus.INCORRECT_DTYPE, "has dtype torch.float64, expected float32"),
+        ("two", EvaluationStatus.INCORRECT_SHAPE, "expected 1 output(s) ['out'], got tuple of length 2"),
+    ],
+)
+def test_a_result_that_does_not_fit_the_outputs_earns_its_status(
+    folder: Path, definition: Definition, symbol: str, status: EvaluationStatus, phrase: str
+) -> None:
+    kernel = host(folder, definition, symbol, dps=False)
+    inputs, outputs = buffers()
+    with pytest.raises(
+        KernelOutputError, match=phrase.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+    ) as e:
+        kernel.bind(inputs, outputs, {"n": 4096})()
+    assert e.value.status == status
+    kernel.release()
+
+
+def test_an_exception_is_the_call_s_failure_and_the_host_lives_on(folder: Path, definition: Definition) -> None:
+    inputs, outputs = buffers()
+    for symbol, message in (("raises", "ValueError: no luck"), ("exits", "SystemExit: 3")):
+        kernel = host(folder, definition, symbol)
+        call = kernel.bind(inputs, outputs, {"n": 4096})
+        with pytest.raises(KernelRaised, match=message):
+            call()
+        with pytest.raises(KernelRaised, match=message):
+            call()  # the same host answers again
+        assert len(kernel.pids()) == 1
+        kernel.release()
+
+
+def test_a_candidate_that_does_not_import_is_a_load_error(tmp_path: Path, definition: Definition) -> None:
+    (tmp_path / "kernels.py").write_text("import not_a_module_anywhere\n")
+    with pytest.raises(KernelLoadError, match=r"importing kernels\.py failed: ModuleNotFoundError"):
+        host(tmp_path, definition, "run")
+    (tmp_path / "kernels.py").write_text("x = 1\n")
+    with pytest.raises(KernelLoadError, match="defines no function 'run'"):
+        host(tmp_path, definition, "run")
+
+
+def test_the_kernel_runs_in_another_process_kept_between_requests(folder: Path, definition: Definition) -> None:
+    kernel = host(folder, definition, "pid")
+    inputs, outputs = buffers(16)
+    kernel.bind(inputs, outputs, {"n": 16})()
+    first = int(outputs["out"][0])
+    assert first != os.getpid() and first == kernel.pids()[0]
+    assert first in host_pids()  # the worker's stray killing spares it
+    kernel.bind(inputs, outputs, {"n": 16})()  # a later request: the same interpreter, no new start
+    assert int(outputs["out"][0]) == first
+    kernel.release()
+    assert first not in host_pids()
+
+
+def test_work_left_to_a_forked_process_is_frozen_with_the_host(folder: Path, definition: Definition) -> None:
+    kernel = host(folder, definition, "deferred")
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    assert len(kernel.pids()) == 2  # the host and the helper it forked, stopped with it
+    time.sleep(0.6)  # long past the helper's sleep: it is stopped, so the outputs are still the poison
+    assert torch.isnan(outputs["out"]).all()
+    spent = kernel.cpu_seconds()
+    assert spent is not None and spent > 0
+    helper = kernel.pids()[1]
+    kernel.release()
+    assert not Path(f"/proc/{helper}").exists() or "Z" in Path(f"/proc/{helper}/stat").read_text().split()[2]
+
+
+def test_a_process_that_leaves_the_host_s_group_is_reported_and_ends_with_it(
+    folder: Path, definition: Definition
+) -> None:
+    kernel = host(folder, definition, "escapes")
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and len(kernel.pids()) < 2:
+        time.sleep(0.01)
+    helpers = kernel.pids()[1:]
+    assert helpers, "the helper is the host's descendant (the host is a child subreaper)"
+    kernel._continue()  # the helper gets to run its setsid
+    time.sleep(0.05)
+    kernel._stop()
+    assert any("left its host's process group" in what for what in kernel.changed_state())
+    kernel.release()
+    time.sleep(0.05)
+    for pid in helpers:
+        assert not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_a_changed_signal_handler_is_reported(folder: Path, definition: Definition) -> None:
+    kernel = host(folder, definition, "leaves_handler")
+    inputs, outputs = buffers(16)
+    kernel.bind(inputs, outputs, {"n": 16})()
+    assert kernel.changed_state() == ["signal handlers"]
+    assert kernel.changed_state() == []  # reported once
+    kernel.release()
+
+
+def test_the_least_recently_used_host_is_ended_beyond_the_limit(folder: Path, definition: Definition) -> None:
+    inputs, outputs = buffers(16)
+    kernels = [host(folder, definition, "pid") for _ in range(LIVE_HOSTS + 1)]
+    for kernel in kernels:
+        kernel.bind(inputs, outputs, {"n": 16})()
+    assert kernels[0].pids() == []  # ended: its next binding starts it again
+    assert all(k.pids() for k in kernels[1:])
+    kernels[0].bind(inputs, outputs, {"n": 16})()
+    assert kernels[0].pids() and kernels[1].pids() == []
+    for kernel in kernels:
+        kernel.release()
+
+
+def test_the_round_trip_is_measured_in_an_empty_host_of_the_worker_s_own(folder: Path, definition: Definition) -> None:
+    kernel = host(folder, definition, "returns", dps=False)
+    inputs, outputs = buffers()
+    trip = kernel.round_trip_ms(inputs, outputs, {"n": 4096})
+    assert 0 < trip < 1000
+    empty = python_host._empty[False]
+    assert empty.pids() and empty.pids()[0] not in kernel.pids()
+    kernel.release()
+    assert empty.pids(), "the empty host is shared by every Python host of the worker: it outlives this one"
+
+
+def test_a_host_killed_by_a_signal_says_so(folder: Path, definition: Definition) -> None:
+    kernel = host(folder, definition, "dps")
+    inputs, outputs = buffers(16)
+    call = kernel.bind(inputs, outputs, {"n": 16})
+    os.kill(kernel.pids()[0], signal.SIGKILL)
+    with pytest.raises(Exception, match=r"crashed the Python host \(killed by SIGKILL\)"):
+        call()
+    kernel.bind(inputs, outputs, {"n": 16})()  # a new binding starts a new host
+    assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
+    kernel.release()
