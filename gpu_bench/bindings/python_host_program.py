@@ -90,10 +90,11 @@ def _bind(message: bytes, fds: list[int], dps: bool, empty: bool) -> _Binding:
     if count != len(fds):
         raise ValueError("a malformed binding")
     maps = []
-    for fd in fds:
-        try:
+    try:
+        for fd in fds:
             maps.append(mmap.mmap(fd, os.fstat(fd).st_size))
-        finally:
+    finally:
+        for fd in fds:  # the mappings keep the buffers; the fds are not needed (nor kept on a failure)
             os.close(fd)
     layout = json.loads(message[_BIND.size :])
     args = [tensor(maps, arg["t"]) if "t" in arg else arg["v"] for arg in layout["args"]]
