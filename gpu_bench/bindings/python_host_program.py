@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import array
 import ctypes
-import gc
 import json
 import mmap
 import os
@@ -184,7 +183,6 @@ def main(argv: Sequence[str]) -> int:
         except KernelLoadError as exc:
             sock.send(b"E" + str(exc).encode(errors="replace"))
             return 5
-    gc.freeze()  # what the imports made (torch's modules) is never collected: no full collection walks it
     sys.stdout.flush()
     sock.send(b"K")
     return serve(sock, fn, dps, empty)
