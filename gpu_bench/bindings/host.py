@@ -207,8 +207,9 @@ class ProcessHost:
     def round_trip_ms(
         self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]
     ) -> float:
-        """The fastest of ``ROUND_TRIP_CALLS`` calls of an empty kernel in a host of this kind bound to the
-        same buffers, in milliseconds: the same messages, signals and wake-ups as a call of this kernel, with
+        """The fastest call of an empty kernel in a host of this kind bound to the same buffers, in milliseconds
+        (``ROUND_TRIP_CALLS`` calls, a quarter of them once this worker has measured the same key; the fastest
+        of every such call counts): the same messages, signals and wake-ups as a call of this kernel, with
         no kernel. That host is ours alone (the candidate's code never runs in it), so a candidate cannot make
         it slow."""
         call = self._empty_host().bind(inputs, outputs, axes)
