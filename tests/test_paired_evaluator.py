@@ -83,6 +83,7 @@ def test_the_thread_policy_is_applied_and_recorded(
     assert evaluation is not None
     assert "threads=1" in evaluation.log
     assert evaluation.environment.libs["threads"] == f"1 thread on CPUs {cpu}"
+    assert evaluation.environment.libs["malloc"] == "glibc mmap threshold 32 MiB, trim threshold 256 MiB"
 
 
 def test_the_output_sets_are_traded_and_hold_no_answer_for_the_candidate_to_copy(

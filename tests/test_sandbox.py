@@ -84,6 +84,7 @@ def test_inside_the_environment_is_cleared_and_the_secrets_are_gone(tmp_path: Pa
         "EVOTEAM_API_KEY_FILE": str(home / "key"),
         "EVOTEAM_SOMETHING": "kept",
         "OMP_NUM_THREADS": "2",
+        "MALLOC_MMAP_THRESHOLD_": "33554432",
     }
     seen = confined_python(
         tmp_path,
@@ -117,6 +118,7 @@ def test_inside_the_environment_is_cleared_and_the_secrets_are_gone(tmp_path: Pa
     record("sandbox", "environment and secrets", figure, visible == 0 and "PLANTED" not in seen.stdout)
     assert not names & planted
     assert found["env"]["EVOTEAM_SOMETHING"] == "kept" and found["env"]["OMP_NUM_THREADS"] == "2"
+    assert found["env"]["MALLOC_MMAP_THRESHOLD_"] == "33554432"  # the worker's heap policy (worker/allocator.py)
     assert found["env"]["EVOTEAM_IN_SANDBOX"] == "1" and found["env"]["TMPDIR"] == str(tmp_path / "tmp")
     assert found["ssh"] == [] and found["aws"] == "FileNotFoundError" and found["key"] == "PermissionError"
     assert found["notes"] == "an ordinary file"  # the rest of the home folder stays readable

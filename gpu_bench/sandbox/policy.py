@@ -1,9 +1,9 @@
 """What a sandboxed process may see: the environment it keeps, the secrets hidden from it, and the
 ``Sandbox`` seam (with ``Unsandboxed``, the pass-through used when no sandbox is possible or wanted).
 
-The environment is cleared down to what compilers, torch, Triton and CUDA need; any variable whose name looks
-like a credential is dropped even when its prefix is allowed. The secret paths are the usual credential
-folders of the home directory plus the API key file (``EVOTEAM_API_KEY_FILE``).
+The environment is cleared down to what compilers, torch, Triton, CUDA and glibc's heap need; any variable
+whose name looks like a credential is dropped even when its prefix is allowed. The secret paths are the usual
+credential folders of the home directory plus the API key file (``EVOTEAM_API_KEY_FILE``).
 """
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ KEPT_NAMES = frozenset(
         "VIRTUAL_ENV",
         "CONDA_PREFIX",
         "XDG_CACHE_HOME",
+        "GLIBC_TUNABLES",
     }
 )
 KEPT_PREFIXES = ("LC_", "CUDA_", "NVCC_", "NVIDIA_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH_", "PYTORCH_",
-                 "TRITON_", "TORCHINDUCTOR_", "EVOTEAM_")  # fmt: skip
+                 "TRITON_", "TORCHINDUCTOR_", "EVOTEAM_", "MALLOC_")  # fmt: skip
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSW", "CREDENTIAL", "AUTH", "COOKIE")
 
 SECRET_HOME_PATHS = (

@@ -39,7 +39,7 @@ from evoteam.gpu_bench import sandbox
 from evoteam.gpu_bench.build.builder import default_cache_root
 from evoteam.gpu_bench.schema import Environment
 from evoteam.gpu_bench.timing.gpu_lock import lock_folder
-from evoteam.gpu_bench.worker import extension_dirs
+from evoteam.gpu_bench.worker import allocator, extension_dirs
 from evoteam.gpu_bench.worker.memory import killed_for_memory, oom_kills
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
@@ -74,8 +74,10 @@ def worker_command() -> list[str]:
 
 
 def worker_environment(gpu: int | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: ours, with ``CUDA_VISIBLE_DEVICES`` set to the one GPU it may use."""
+    """The worker's environment: ours, with ``CUDA_VISIBLE_DEVICES`` set to the one GPU it may use and glibc's
+    heap thresholds fixed where ours leaves them unset (``allocator``)."""
     env = dict(os.environ if base is None else base)
+    env.update(allocator.environment(env))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     return env

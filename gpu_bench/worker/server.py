@@ -31,7 +31,7 @@ from evoteam.gpu_bench.schema import EvaluationStatus, Solution
 from evoteam.gpu_bench.verify import integrity
 from evoteam.gpu_bench.verify.inputs import InputError
 from evoteam.gpu_bench.verify.reference import is_reference
-from evoteam.gpu_bench.worker import extension_dirs, process_state, strays
+from evoteam.gpu_bench.worker import allocator, extension_dirs, process_state, strays
 from evoteam.gpu_bench.worker import timed as _timed  # noqa: F401  (likewise)
 from evoteam.gpu_bench.worker.evaluate import (
     DeviceFault,
@@ -261,6 +261,7 @@ def serve(
     worker = _Worker(proto_out, log_path, cache_root)
     described = environment()
     described.libs["threads"] = threads.describe()
+    described.libs["malloc"] = allocator.describe(os.environ)
     worker.send(Ready(pid=os.getpid(), environment=described))
     for line in proto_in:
         if not line.strip():
