@@ -428,12 +428,13 @@ def test_a_gpu_worker_sees_one_gpu_and_has_no_address_space_limit(monkeypatch: p
 
 
 @pytest.mark.unit
-def test_worker_environment_only_changes_the_visible_devices_and_the_heap_thresholds() -> None:
+def test_worker_environment_only_changes_the_visible_devices_the_heap_and_the_openmp_wait() -> None:
     base = {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1,2"}
     heap = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
-    assert worker_environment(2, base) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "2", **heap}
-    assert worker_environment(None, base) == {**base, **heap}
-    own = {"PATH": "/bin", "MALLOC_MMAP_THRESHOLD_": "65536"}  # the user's choice is kept
+    added = {**heap, "OMP_WAIT_POLICY": "PASSIVE"}
+    assert worker_environment(2, base) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "2", **added}
+    assert worker_environment(None, base) == {**base, **added}
+    own = {"PATH": "/bin", "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_WAIT_POLICY": "active"}  # the user's choice
     assert worker_environment(None, own) == {**own, "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 

@@ -5,6 +5,7 @@ sides trade hold no answer for the candidate to copy."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -81,9 +82,10 @@ def test_the_thread_policy_is_applied_and_recorded(
     assert result.status == EvaluationStatus.PASSED
     evaluation = result.traces[0].evaluation
     assert evaluation is not None
-    assert "threads=1" in evaluation.log
+    assert f"threads=1 wait={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}" in evaluation.log  # in its host too
     assert evaluation.environment.libs["threads"] == f"1 thread on CPUs {cpu}"
     assert evaluation.environment.libs["malloc"] == "glibc mmap threshold 32 MiB, trim threshold 256 MiB"
+    assert evaluation.environment.libs["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def test_the_output_sets_are_traded_and_hold_no_answer_for_the_candidate_to_copy(

@@ -11,8 +11,10 @@ from evoteam.gpu_bench.worker.threads import (
     ThreadPolicy,
     allowed_cpus,
     default_policy,
+    describe_wait,
     format_cpus,
     parse_cpus,
+    wait_environment,
 )
 
 pytestmark = pytest.mark.unit
@@ -66,3 +68,11 @@ def test_the_policy_says_what_it_sets() -> None:
     assert policy.arguments() == ["--threads", "2", "--cpus", "0-1"]
     assert ThreadPolicy(threads=1, cpus=[3]).describe() == "1 thread on CPUs 3"
     assert os.cpu_count()  # the machine-wide count the contention flag compares with
+
+
+def test_openmp_threads_wait_passively_unless_the_owner_chose() -> None:
+    assert wait_environment({}) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert wait_environment({"OMP_WAIT_POLICY": " "}) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert wait_environment({"OMP_WAIT_POLICY": "ACTIVE"}) == {}
+    assert describe_wait(wait_environment({})) == "PASSIVE"
+    assert describe_wait({}) == "unset (OpenMP's default: spin, then sleep)"

@@ -52,7 +52,7 @@ from evoteam.gpu_bench.worker.protocol import (
     ShutdownRequest,
 )
 from evoteam.gpu_bench.worker.strays import process_limit
-from evoteam.gpu_bench.worker.threads import ThreadPolicy
+from evoteam.gpu_bench.worker.threads import ThreadPolicy, wait_environment
 
 STARTUP_TIMEOUT_S = 120.0
 
@@ -74,10 +74,12 @@ def worker_command() -> list[str]:
 
 
 def worker_environment(gpu: int | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: ours, with ``CUDA_VISIBLE_DEVICES`` set to the one GPU it may use and glibc's
-    heap thresholds fixed where ours leaves them unset (``allocator``)."""
+    """The worker's environment: ours, with ``CUDA_VISIBLE_DEVICES`` set to the one GPU it may use, and where ours
+    leaves them unset, glibc's heap thresholds fixed (``allocator``) and OpenMP's threads waiting passively
+    (``threads``)."""
     env = dict(os.environ if base is None else base)
     env.update(allocator.environment(env))
+    env.update(wait_environment(env))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     return env

@@ -51,7 +51,7 @@ from evoteam.gpu_bench.worker.protocol import (
     Ready,
     ShutdownRequest,
 )
-from evoteam.gpu_bench.worker.threads import ThreadPolicy
+from evoteam.gpu_bench.worker.threads import ThreadPolicy, describe_wait
 from evoteam.gpu_bench.worker.threads import apply as apply_threads
 
 
@@ -262,6 +262,7 @@ def serve(
     described = environment()
     described.libs["threads"] = threads.describe()
     described.libs["malloc"] = allocator.describe(os.environ)
+    described.libs["omp_wait_policy"] = describe_wait(os.environ)
     worker.send(Ready(pid=os.getpid(), environment=described))
     for line in proto_in:
         if not line.strip():

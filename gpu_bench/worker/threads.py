@@ -5,15 +5,24 @@ when its runtime starts, which for torch's OpenMP is when torch is imported: so 
 ``OMP_NUM_THREADS`` and friends into the worker's environment at spawn, and the worker pins itself to the
 CPUs and sets torch's pool before anything runs. The policy is part of every result's environment
 (``threads`` in its libraries), so two results say whether they ran alike.
+
+OpenMP's threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, unless the owner's environment sets a policy):
+they sleep at the end of a parallel region instead of spinning for a while. Spinning threads of the side of a
+pair that just ran took the cores the other side's threads needed. With one of two cores burned by another
+process, identical kernels benched against each other measured 23 of 27 ratios in [0.97, 1.03] and 25 of 27
+intervals holding 1 with spinning, 26 and 27 of 27 without (``benchmarks/self_consistency.py``). The policy
+in force is recorded too (``omp_wait_policy``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from pydantic import BaseModel, Field
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+WAIT_POLICY = "OMP_WAIT_POLICY"
 
 
 class ThreadPolicy(BaseModel):
@@ -30,6 +39,16 @@ class ThreadPolicy(BaseModel):
 
     def arguments(self) -> list[str]:
         return ["--threads", str(self.threads), "--cpus", format_cpus(self.cpus)]
+
+
+def wait_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """What to add to a worker's environment ``base`` for OpenMP's wait policy: passive, unless ``base`` sets one."""
+    return {} if base.get(WAIT_POLICY, "").strip() else {WAIT_POLICY: "PASSIVE"}
+
+
+def describe_wait(env: Mapping[str, str]) -> str:
+    """The wait policy an environment sets, as a result records it."""
+    return env.get(WAIT_POLICY, "").strip() or "unset (OpenMP's default: spin, then sleep)"
 
 
 def allowed_cpus() -> list[int]:
