@@ -3,6 +3,7 @@ shared with the worker, confined, stopped between calls, and unable to forge the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -182,5 +183,78 @@ def test_a_thread_the_library_starts_gets_no_time_between_binding_and_call(
     after = kernel.cpu_seconds()
     assert before is not None and after is not None and after - before < 0.03
     call()
+    assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
+    kernel.release()
+
+
+REACHES = """#include <fcntl.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static int probe(int done) { return done < 0 ? errno : 0; }
+static void probes(pid_t pid, float* out) {
+  cpu_set_t cpus;
+  sched_getaffinity(pid, sizeof cpus, &cpus);
+  struct rlimit old;
+  errno = 0;
+  int nice = getpriority(PRIO_PROCESS, pid);
+  out[0] = probe(kill(pid ? pid : getpid(), 0));
+  out[1] = probe(sched_setaffinity(pid, sizeof cpus, &cpus));
+  out[2] = probe(prlimit(pid, RLIMIT_NOFILE, nullptr, &old));
+  out[3] = probe(setpriority(PRIO_PROCESS, pid, nice));
+  long fd = syscall(SYS_pidfd_open, pid ? pid : getpid(), 0);
+  out[4] = probe((int)fd);
+  if (fd >= 0) close((int)fd);
+}
+extern "C" int scale_add(const float* x, const float*, float* out, long) {
+  probes((pid_t)x[0], out);
+  probes(0, out + 5);
+  char mem[64];
+  snprintf(mem, sizeof mem, "/proc/%d/mem", (int)x[0]);
+  int fd = open(mem, O_RDONLY);
+  out[10] = probe(fd);
+  if (fd >= 0) close(fd);
+  out[11] = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+  return 0;
+}
+"""
+
+
+def test_a_kernel_acts_on_its_own_process_only(tmp_path: Path, definition: Definition) -> None:
+    """Signals, affinity, limits, priority and pidfds of the worker and of another host are refused (EPERM),
+    its own are not; another host's memory cannot be opened (EACCES: hosts are non-dumpable and, run by root,
+    hold no capability); the test's own process is dumpable: a test run by a user sees the probe open its memory."""
+    sibling = HostKernel(library(tmp_path, HONEST, "honest"), "scale_add", definition)
+    sibling.bind(*buffers(), {"n": 4096})()  # its host stays (stopped) while the other kernel runs, as a pair's
+    sibling_pid = sibling.pids()[0]
+    prober = HostKernel(library(tmp_path, REACHES, "reaches"), "scale_add", definition)
+    ours = 13 if os.geteuid() == 0 else 0  # run by root, the test holds capabilities the host gave up
+    for target, memory in ((os.getpid(), ours), (sibling_pid, 13)):
+        inputs, outputs = buffers()
+        inputs["x"][0] = target
+        prober.bind(inputs, outputs, {"n": 4096})()
+        codes = outputs["out"][:12].int().tolist()
+        assert codes == [1] * 5 + [0] * 5 + [memory, 0], f"pid {target}: {codes}"
+    sibling.release()
+    prober.release()
+
+
+def test_an_openmp_kernel_runs_when_the_owner_asks_openmp_to_bind_threads(
+    tmp_path: Path, definition: Definition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libgomp pins each thread it creates by the thread's id, which the host's filter refuses: the host's
+    environment leaves the binding out (else every OpenMP kernel would fail to create its threads)."""
+    source = tmp_path / "omp.cpp"
+    source.write_text(HONEST.replace("  for (long i", "  #pragma omp parallel for num_threads(2)\n  for (long i"))
+    built = tmp_path / "omp.so"
+    subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-fopenmp", "-o", str(built), str(source)], check=True)
+    monkeypatch.setenv("OMP_PROC_BIND", "true")
+    monkeypatch.setenv("OMP_PLACES", "cores")
+    kernel = HostKernel(str(built), "scale_add", definition)
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
     assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
     kernel.release()

@@ -70,6 +70,40 @@ def escapes(x, y, out):
     _helpers.append(child)
     torch.add(2 * x, y, out=out)
 
+def reaches(x, y, out):
+    """Tries to act on the process whose pid is x[0], then on itself: each probe's errno into out (0: done)."""
+    import resource, subprocess
+    other, me = int(x[0].item()), 0
+
+    def nice(pid):
+        os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, pid))
+
+    probes = [
+        lambda pid: os.kill(pid or os.getpid(), 0),
+        lambda pid: os.sched_setaffinity(pid, os.sched_getaffinity(pid)),
+        lambda pid: resource.prlimit(pid, resource.RLIMIT_NOFILE),
+        nice,
+        lambda pid: os.close(os.pidfd_open(pid or os.getpid())),
+    ]
+    codes = []
+    for pid in (other, me):
+        for probe in probes:
+            try:
+                probe(pid)
+                codes.append(0)
+            except OSError as exc:
+                codes.append(exc.errno)
+    codes.append(subprocess.run(["true"]).returncode)  # a Python host may run programs
+    try:
+        open(f"/proc/{other}/mem", "rb").close()
+        codes.append(0)
+    except OSError as exc:
+        codes.append(exc.errno)
+    import ctypes
+    codes.append(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))  # PR_GET_DUMPABLE
+    out.zero_()
+    out[: len(codes)] = torch.tensor(codes, dtype=out.dtype)
+
 def leaves_handler(x, y, out):
     signal.signal(signal.SIGUSR1, lambda *_: None)
     torch.add(2 * x, y, out=out)
@@ -251,3 +285,22 @@ def test_a_host_killed_by_a_signal_says_so(folder: Path, definition: Definition)
     kernel.bind(inputs, outputs, {"n": 16})()  # a new binding starts a new host
     assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
     kernel.release()
+
+
+def test_a_kernel_acts_on_its_own_process_only(folder: Path, definition: Definition) -> None:
+    """Signals, affinity, limits, priority and pidfds of the worker and of another host are refused (EPERM),
+    its own are not; it may still run a program; another host's memory cannot be opened (EACCES: hosts are
+    non-dumpable and, run by root, hold no capability); the test's own process is dumpable: a test run by a
+    user sees the probe open its memory."""
+    sibling = host(folder, definition, "dps")
+    prober = host(folder, definition, "reaches")
+    sibling_pid = sibling.pids()[0]
+    ours = 13 if os.geteuid() == 0 else 0  # run by root, the test holds capabilities the host gave up
+    for target, memory in ((os.getpid(), ours), (sibling_pid, 13)):
+        inputs, outputs = buffers()
+        inputs["x"][0] = target
+        prober.bind(inputs, outputs, {"n": 4096})()
+        codes = outputs["out"][:13].int().tolist()
+        assert codes == [1] * 5 + [0] * 5 + [0, memory, 0], f"pid {target}: {codes}"
+    sibling.release()
+    prober.release()

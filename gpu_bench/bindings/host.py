@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelIntegrityError, KernelLoadError
+from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelIntegrityError, KernelLoadError, confine
 from evoteam.gpu_bench.bindings.dtypes import c_scalar_type
 from evoteam.gpu_bench.bindings.host_program import EMPTY_SYMBOL, empty_library, executable
 from evoteam.gpu_bench.schema import Definition, DType
@@ -100,6 +100,8 @@ class ProcessHost:
     destination_passing = True
     device = "cpu"
     persistent = False
+    processes = False
+    """Whether the kernel may start processes and run programs (``confine.py``): a Python candidate may."""
     name = "the native host"
     start_s = 30.0
     """How long the host may take to start and load the kernel."""
@@ -281,6 +283,8 @@ class ProcessHost:
         finally:
             theirs.close()
         self._process, self._socket, self._stopped = process, ours, False
+        with contextlib.suppress(OSError):  # a host that died at once says why when its answer is read
+            ours.send(b"P" + confine.program(process.pid, processes=self.processes))
         self._oom_kills = oom_kills()  # a SIGKILL while this count rises is the OOM killer's
         self._generation += 1
         ours.settimeout(self.start_s)
@@ -324,7 +328,7 @@ class ProcessHost:
         if code == -signal.SIGSYS:
             return (
                 "killed by SIGSYS: it started a process, ran a program, or traced or read another process, "
-                f"which {self.name} forbids"
+                f"which {self.name} forbids (a syscall its seccomp filter kills for)"
             )
         if code == -signal.SIGKILL and self._oom_kills is not None:
             now = oom_kills()
@@ -382,7 +386,11 @@ class HostKernel(ProcessHost):
     def _command(self, sock: int) -> tuple[list[str], tuple[int, ...], dict[str, str] | None]:
         program = executable(self._signature)
         argv = [f"/proc/self/fd/{program}", self._library, self._symbol, str(os.getpid()), str(sock)]
-        return argv, (program, *([self._library_fd] if self._library_fd is not None else [])), None
+        return (
+            argv,
+            (program, *([self._library_fd] if self._library_fd is not None else [])),
+            confine.environment(os.environ),
+        )
 
     def _load_error(self, text: str) -> KernelLoadError:
         if text == "not exported":

@@ -2,16 +2,16 @@
 
 The host (``native_host.cpp``) is a small C++ program with no Python in it. It is generated for one
 entry-point signature (pointers, ``double`` and ``int64_t`` in definition order), so the call is plain C
-with no argument marshalling. At start it arranges to die with the worker, installs a seccomp filter (x86-64
-and aarch64) under which starting a process (fork, vfork, clone without CLONE_THREAD), exec, ptrace and
-cross-process memory access kill the host with SIGSYS (clone3 reports ENOSYS, so threads fall back to
-clone), restricts itself with Landlock where the kernel has it (no file may be written, made or removed, no
-TCP port bound or connected: the build cache and the rest of the file system are read-only to the kernel),
-and only then loads the candidate's library. It then serves the worker over a sequenced-packet
-socket (its fd is the last argument): ``B`` maps a binding's buffers (memfds passed with SCM_RIGHTS) and
-records its arguments, ``C`` calls the kernel on one binding and answers its return code with the call's
-nonce, ``F`` unmaps a binding. The worker (``host.py``) never reads a verdict from it: outputs are read
-from the shared buffers, and time is the worker's own clock.
+with no argument marshalling. At start it arranges to die with the worker, restricts itself with Landlock
+where the kernel has it (no file may be written, made or removed, no TCP port bound or connected: the build
+cache and the rest of the file system are read-only to the kernel), becomes non-dumpable, gives up every
+capability, installs the seccomp program the worker sends as its first message (``confine.py``, x86-64 and
+aarch64: starting a process, exec, ptrace and cross-process memory access kill the host with SIGSYS;
+signalling, rescheduling or limiting any other process is refused), and only then loads the candidate's
+library. It then serves the worker over a sequenced-packet socket (its fd is the last argument): ``B`` maps
+a binding's buffers (memfds passed with SCM_RIGHTS) and records its arguments, ``C`` calls the kernel on one
+binding and answers its return code with the call's nonce, ``F`` unmaps a binding. The worker (``host.py``)
+never reads a verdict from it: outputs are read from the shared buffers, and time is the worker's own clock.
 
 The executable is kept in a sealed memfd of the worker (write, grow and shrink sealed), so nothing a
 candidate does to the file system can change the host that the next candidate runs in. So is the empty

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <linux/audit.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #if __has_include(<linux/landlock.h>)
 #include <linux/landlock.h>
@@ -37,51 +37,22 @@ static Binding* bindings[kMaxBindings];
 
 static int call(entry_t fn, const Slot* s) { return fn(@CALL@); }
 
-#if defined(__x86_64__)
-#define EVOTEAM_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define EVOTEAM_ARCH AUDIT_ARCH_AARCH64
-#endif
-
-static int refuse_processes() {
-#ifdef EVOTEAM_ARCH
-#define DENY(nr, err) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (err))
-#define KILL(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS)
-  struct sock_filter filter[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, EVOTEAM_ARCH, 1, 0),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-#ifdef __x86_64__
-    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1),  // the x32 numbers would bypass the list below
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-#endif
-#ifdef __NR_fork
-    KILL(__NR_fork),
-#endif
-#ifdef __NR_vfork
-    KILL(__NR_vfork),
-#endif
-#ifdef __NR_clone3
-    DENY(__NR_clone3, ENOSYS),
-#endif
-    KILL(__NR_execve),
-    KILL(__NR_execveat),
-    KILL(__NR_ptrace),
-    KILL(__NR_process_vm_readv),
-    KILL(__NR_process_vm_writev),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog program = {(unsigned short)(sizeof(filter) / sizeof(filter[0])), filter};
+// Installs the worker's seccomp program (``confine.py``: ``n`` instructions, built for this host's pid) on every
+// thread, after making the host non-dumpable (no other process of the user may open its memory) and giving up
+// every capability (as ``confine.drop_capabilities``). 0 when done.
+static int confine(const char* code, size_t n) {
+  static struct sock_filter filter[4096];
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 || n > sizeof filter / sizeof filter[0]) return -1;
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  for (int capability = 0; capability < 64; ++capability) prctl(PR_CAPBSET_DROP, capability, 0, 0, 0);
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct none[2] = {};
+  if (syscall(SYS_capset, &header, none) != 0) return -1;
+  if (n == 0) return 0;  // no program for this machine
+  memcpy(filter, code, n * sizeof filter[0]);
+  struct sock_fprog program = {(unsigned short)n, filter};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
-  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program);
-#else
-  return 0;
-#endif
+  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &program);
 }
 
 static int sock = -1;
@@ -179,15 +150,17 @@ int main(int argc, char** argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != (pid_t)atol(argv[3])) return 3;  // the worker died before we armed the death signal
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  static char message[65536];
+  ssize_t got = recv(sock, message, sizeof message, 0);  // the worker's first message: "P" and the program
+  if (got < 1 || message[0] != 'P' || (got - 1) % sizeof(struct sock_filter) != 0) { reply("Eno seccomp program"); return 4; }
   bool files_read_only = read_only_files();
-  if (refuse_processes() != 0) { reply("Ecannot install the seccomp filter"); return 4; }
+  if (confine(message + 1, (size_t)(got - 1) / sizeof(struct sock_filter)) != 0) { reply("Ecannot install the seccomp filter"); return 4; }
   void* library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) { char text[1024]; snprintf(text, sizeof text, "Ecannot load %s", dlerror()); reply(text); return 5; }
   entry_t fn = (entry_t)dlsym(library, argv[2]);
   if (fn == nullptr) { reply("Enot exported"); return 6; }
   const unsigned fp_start = fp_state();
   reply(files_read_only ? "KL" : "K");
-  static char message[65536];
   static char control[CMSG_SPACE(sizeof(int) * kMaxBuffers)];
   for (;;) {
     struct iovec io = {message, sizeof message};

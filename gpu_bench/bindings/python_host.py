@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 import torch
 
-from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelOutputError, KernelRaised
+from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelOutputError, KernelRaised, confine
 from evoteam.gpu_bench.bindings.host import ProcessHost, share
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus
 from evoteam.gpu_bench.verify.inputs import Value
@@ -45,6 +45,7 @@ class PythonHostKernel(ProcessHost):
     a value-returning candidate's result is copied into the shared outputs in its host."""
 
     persistent = True
+    processes = True
     name = "the Python host"
     start_s = 1800.0  # its import may build an extension (load_inline); the request's own limit still holds
 
@@ -63,7 +64,7 @@ class PythonHostKernel(ProcessHost):
         where = [self._folder, self._entry_file, self._symbol]
         # -B: no bytecode written into the build cache (its entries stay as built); -u: prints reach the log
         argv = [sys.executable, "-B", "-u", "-m", module, str(sock), *flags, *where]
-        return argv, (), self._environment
+        return argv, (), confine.environment(self._environment)
 
     def _empty_host(self) -> ProcessHost:
         if self._dps not in _empty:  # a host that died is started again when it binds

@@ -3,7 +3,9 @@
 Run as ``python -m evoteam.gpu_bench.bindings.python_host_program SOCK WORKER THREADS DPS FOLDER FILE SYMBOL``
 (an empty ``FOLDER`` runs the empty kernel, whose round trip timing subtracts). It arranges to die with the
 worker, becomes a child subreaper (what the candidate starts stays its descendant, which the worker stops
-and kills with it), imports the candidate and answers ``K``, then serves the worker over a sequenced-packet
+and kills with it), installs the seccomp program the worker sends first (``confine.py``: no other process may
+be signalled, rescheduled, limited, traced or read) and becomes non-dumpable, imports the candidate and
+answers ``K``, then serves the worker over a sequenced-packet
 socket in the native host's framing: ``B`` maps a binding's buffers (memfds passed with SCM_RIGHTS) as
 tensors, ``C`` calls the candidate and answers with the call's nonce, ``F`` forgets a binding. A
 value-returning candidate's result is copied into the shared outputs; a result that does not fit them is
@@ -172,6 +174,17 @@ def main(argv: Sequence[str]) -> int:
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     sock = socket.socket(fileno=int(sock_fd))
     torch.set_num_threads(int(threads))
+    from evoteam.gpu_bench.bindings import confine
+
+    first = sock.recv(_MESSAGE)  # the worker's seccomp program for this host, before any candidate code
+    if first[:1] != b"P":
+        sock.send(b"Eno seccomp program")
+        return 4
+    try:
+        confine.install(first[1:])
+    except OSError as exc:
+        sock.send(b"E" + f"cannot install the seccomp filter: {exc}".encode())
+        return 4
     dps, empty = dps_flag == "1", not folder
     fn: Callable[..., object] = lambda *_: None  # noqa: E731 - the empty kernel
     if not empty:

@@ -1,0 +1,199 @@
+"""The seccomp filter of a host process: what a candidate may do to processes, its own or others'.
+
+A host runs one candidate beside the worker's other hosts (the incumbent's, the empty kernels') under the same
+user, so by default its code could signal them, renice them, pin them to one CPU, lower their limits or read
+and write their memory, and change their verdicts. The worker builds one classic-BPF program per host, for the
+host's own pid, and sends it as the host's first message; the host installs it on all its threads (TSYNC)
+before any candidate code is loaded, after making itself non-dumpable and giving up every capability (a host
+run by root would keep CAP_SYS_PTRACE and CAP_KILL), so no other host may open its memory either. Under the
+program:
+
+- any syscall that names another process is refused with EPERM: signals (``kill``, ``tgkill``, ``tkill``,
+  ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``), scheduling (``setpriority``, ``sched_setaffinity``,
+  ``sched_setscheduler``, ``sched_setparam``, ``sched_setattr``, ``ioprio_set``) and ``prlimit64`` are
+  allowed only on the host itself (pid 0 or its own; ``kill`` also its own process group), never on a user;
+  ``pidfd_open`` only on itself; ``pidfd_send_signal``, ``pidfd_getfd``, ``process_madvise`` and
+  ``process_mrelease`` not at all;
+- ``ptrace`` and cross-process memory access (``process_vm_readv``/``writev``) kill a native host with
+  SIGSYS, and are refused in a Python host (EPERM);
+- in the native host (``processes=False``) starting a process (``fork``, ``vfork``, ``clone`` without
+  ``CLONE_THREAD``) or ``exec`` kills it with SIGSYS, and ``clone3`` reports ENOSYS so threads fall back to
+  ``clone``. A Python host may start processes (a compiler for ``load_inline``); what it starts inherits
+  the program, and stays the host's to stop.
+
+One consequence for honest kernels: a thread's affinity is the host's own to set only through pid 0 (each
+thread for itself, ``sched_setaffinity(0, ...)``); setting another thread's by its id is refused too, and
+OpenMP binds each new thread that way, so a host's environment (``environment``) leaves out the variables that
+ask OpenMP to bind threads. The worker's thread policy still keeps every host on its CPUs. Only x86-64 and
+aarch64 have a program; elsewhere ``program`` returns no instruction and the host runs unconfined.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import struct
+from collections.abc import Iterator, Mapping
+
+INSTRUCTION = struct.Struct("<HBBI")
+"""One ``struct sock_filter``: code, jump if true, jump if false, constant."""
+
+LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+RET = 0x06  # BPF_RET | BPF_K
+
+KILL_PROCESS = 0x80000000
+ALLOW = 0x7FFF0000
+_ERRNO = 0x00050000
+EPERM, ENOSYS = 1, 38
+
+NR_OFFSET, ARCH_OFFSET, ARGS_OFFSET = 0, 4, 16
+"""Offsets in ``struct seccomp_data``: the syscall number, the audit arch, the six 64-bit arguments."""
+
+CLONE_THREAD = 0x10000
+PRIO_PROCESS, PRIO_PGRP = 0, 1
+IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP = 1, 2
+
+_X86_64 = {
+    "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59, "execveat": 322, "ptrace": 101,
+    "process_vm_readv": 310, "process_vm_writev": 311, "kill": 62, "tkill": 200, "tgkill": 234,
+    "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "setpriority": 141, "sched_setparam": 142,
+    "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314, "prlimit64": 302,
+    "ioprio_set": 251, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438,
+    "process_madvise": 440, "process_mrelease": 448,
+}  # fmt: skip
+_AARCH64 = {
+    "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270,
+    "process_vm_writev": 271, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
+    "rt_tgsigqueueinfo": 240, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
+    "sched_setaffinity": 122, "sched_setattr": 274, "prlimit64": 261, "ioprio_set": 30, "pidfd_open": 434,
+    "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440, "process_mrelease": 448,
+}  # fmt: skip
+ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
+"""Machine name -> (its AUDIT_ARCH value, the syscall numbers the program names)."""
+SECCOMP = {"x86_64": 317, "aarch64": 277}
+"""The number of the ``seccomp`` syscall itself, per machine."""
+
+SELF_ONLY = ("tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "tgkill", "sched_setaffinity", "sched_setscheduler",
+             "sched_setparam", "sched_setattr", "prlimit64", "pidfd_open")  # fmt: skip
+"""Syscalls whose first argument names a process: allowed on 0 (where that means the caller) or the host."""
+REFUSED = ("pidfd_send_signal", "pidfd_getfd", "process_madvise", "process_mrelease")
+"""Syscalls that act on a process through a pidfd (which a /proc/PID folder can be): refused."""
+MEMORY = ("ptrace", "process_vm_readv", "process_vm_writev")
+
+
+THREAD_BINDING = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+"""Variables that make OpenMP runtimes pin each thread they create by its id (libgomp then fails to create
+threads under the program): not passed to hosts."""
+
+
+def environment(base: Mapping[str, str]) -> dict[str, str]:
+    """A host's environment: ``base`` without ``THREAD_BINDING``."""
+    return {key: value for key, value in base.items() if key not in THREAD_BINDING}
+
+
+def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, int]:
+    return (code, jt, jf, k & 0xFFFFFFFF)
+
+
+def _arg(index: int) -> tuple[int, int, int, int]:
+    """Loads the low 32 bits of argument ``index`` (pids and the like are ``int``: the kernel reads no more)."""
+    return _op(LD_ABS, ARGS_OFFSET + 8 * index)
+
+
+def _require(values: tuple[int, ...]) -> Iterator[tuple[int, int, int, int]]:
+    """The accumulator is one of ``values``: go on to the next instruction; else EPERM."""
+    for n, value in enumerate(values):
+        yield _op(JEQ, value, jt=len(values) - n)
+    yield _op(RET, _ERRNO | EPERM)
+
+
+def _rule(name: str, pid: int, processes: bool) -> list[tuple[int, int, int, int]] | None:
+    """The instructions run for syscall ``name`` (each path ends in a return); None: allowed as it is."""
+    own = (0, pid)
+    if name in ("fork", "vfork", "execve", "execveat"):
+        return None if processes else [_op(RET, KILL_PROCESS)]
+    if name == "clone3":
+        return None if processes else [_op(RET, _ERRNO | ENOSYS)]
+    if name == "clone":
+        return None if processes else [_arg(0), _op(JSET, CLONE_THREAD, jt=1), _op(RET, KILL_PROCESS), _op(RET, ALLOW)]
+    if name in MEMORY:
+        return [_op(RET, _ERRNO | EPERM if processes else KILL_PROCESS)]
+    if name in REFUSED:
+        return [_op(RET, _ERRNO | EPERM)]
+    if name == "kill":
+        return [_arg(0), *_require((*own, -pid)), _op(RET, ALLOW)]
+    if name in SELF_ONLY:
+        return [_arg(0), *_require(own), _op(RET, ALLOW)]
+    if name in ("setpriority", "ioprio_set"):  # (which, who): a process or a group, never a user
+        kinds = (PRIO_PROCESS, PRIO_PGRP) if name == "setpriority" else (IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP)
+        return [_arg(0), *_require(kinds), _arg(1), *_require(own), _op(RET, ALLOW)]
+    return None
+
+
+def instructions(pid: int, processes: bool, machine: str | None = None) -> list[tuple[int, int, int, int]]:
+    """The program for the host whose pid is ``pid`` as (code, jt, jf, k); empty on an unknown machine."""
+    arch = ARCHES.get(machine or platform.machine())
+    if arch is None:
+        return []
+    audit, numbers = arch
+    program = [_op(LD_ABS, ARCH_OFFSET), _op(JEQ, audit, jt=1), _op(RET, KILL_PROCESS), _op(LD_ABS, NR_OFFSET)]
+    if audit == ARCHES["x86_64"][0]:  # the x32 numbers (bit 30) would bypass every rule below
+        program += [_op(JGE, 0x40000000, jf=1), _op(RET, KILL_PROCESS)]
+    for name, nr in numbers.items():
+        body = _rule(name, pid, processes)
+        if body is not None:
+            program += [_op(JEQ, nr, jf=len(body)), *body]
+    program.append(_op(RET, ALLOW))
+    return program
+
+
+def program(pid: int, processes: bool, machine: str | None = None) -> bytes:
+    """The program as the bytes of a ``struct sock_filter`` array (what a host receives)."""
+    return b"".join(INSTRUCTION.pack(*op) for op in instructions(pid, processes, machine))
+
+
+_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT = 4, 38, 24, 47
+_PR_CAP_AMBIENT_CLEAR_ALL, _CAPABILITY_VERSION_3, _LAST_CAPABILITY = 4, 0x20080522, 63
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def drop_capabilities(libc: ctypes.CDLL) -> None:
+    """Gives up every capability, now and for any program run later (the ambient and bounding sets too): a
+    host run by root would otherwise still open other processes' memory (CAP_SYS_PTRACE) and signal them
+    (CAP_KILL). A process without capabilities keeps its own."""
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL before Linux 4.3: none to clear
+    for capability in range(_LAST_CAPABILITY + 1):  # EINVAL past the kernel's last; EPERM: none to drop
+        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: twice (capabilities 0-31, 32-63)
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "cannot drop the host's capabilities")
+
+
+def install(code: bytes) -> bool:
+    """Makes this process non-dumpable, drops its capabilities and installs ``code`` (``program``'s bytes) on
+    every thread; False when there is no program for this machine. Raises OSError when the kernel refuses."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "cannot make the host non-dumpable")
+    drop_capabilities(libc)
+    if not code:
+        return False
+    if len(code) % INSTRUCTION.size or len(code) // INSTRUCTION.size > 4096:
+        raise OSError(0, f"a malformed seccomp program ({len(code)} bytes)")
+    buffer = ctypes.create_string_buffer(code, len(code))
+    fprog = _Program(len(code) // INSTRUCTION.size, ctypes.cast(buffer, ctypes.c_void_p))
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "cannot set no_new_privs")
+    flags = _SECCOMP_FILTER_FLAG_TSYNC
+    done = libc.syscall(SECCOMP[platform.machine()], _SECCOMP_SET_MODE_FILTER, flags, ctypes.byref(fprog))
+    if done != 0:  # -1 and errno, or the id of a thread that could not be synchronized
+        raise OSError(ctypes.get_errno(), f"cannot install the seccomp filter ({done})")
+    return True
