@@ -4,6 +4,7 @@ a faulting kernel that costs only its own worker, and CUDA-event timing with the
 from __future__ import annotations
 
 import importlib.util
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,6 +154,24 @@ def test_the_l2_flush_makes_a_cache_resident_operand_cold() -> None:
     assert warm.clock == cold.clock == "cuda_events" and cold.flush_bytes == device.flush_bytes
     assert cold.median_ms > warm.median_ms, (cold.median_ms, warm.median_ms)
     assert torch.allclose(total, x.sum(), rtol=1e-4, atol=1e-2)
+
+
+def test_the_events_time_the_gpu_s_work_not_a_slow_launch() -> None:
+    """A tiny kernel behind 100 µs of host work per call (a slow binding's launch): the hold keeps the stream
+    busy until the kernel is queued, so the events see microseconds and the launch is reported apart."""
+    device = TorchCudaDevice(0)
+    x = torch.zeros(1024, device="cuda")
+
+    def call() -> None:
+        deadline = time.perf_counter() + 100e-6
+        while time.perf_counter() < deadline:
+            pass
+        x.add_(1.0)
+
+    config = GPU_TIMING.model_copy(update={"min_samples": 30, "max_samples": 100, "flush_cache": False})
+    stats = time_cuda_call(call, config, device)
+    assert stats.launch_ms is not None and stats.launch_ms >= 0.1
+    assert stats.median_ms < 0.03, (stats.median_ms, stats.launch_ms)  # an add on 4 KiB: a few µs
 
 
 def test_the_gpu_lock_is_per_physical_device(tmp_path: Path) -> None:

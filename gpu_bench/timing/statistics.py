@@ -46,6 +46,8 @@ class TimingStats(BaseModel):
     """GPU only: the SM clock after sampling (None when NVML is unavailable)."""
     flush_bytes: int | None = None
     """GPU only: bytes written before each sample to evict L2 (None: no flush)."""
+    launch_ms: float | None = None
+    """GPU only: the median host time of one call (its launch), which the events do not include."""
     round_trip_ms: float | None = None
     """Native host only: the empty kernel's fastest round trip, subtracted from every sample (``net_ms``)."""
 

@@ -22,10 +22,9 @@ from evoteam.gpu_bench.schema import Definition, EvaluationStatus
 from evoteam.gpu_bench.timing.cpu import time_call
 from evoteam.gpu_bench.timing.flush import buffer_flusher, operand_flusher
 from evoteam.gpu_bench.timing.gpu import (
+    CudaTimer,
     TimingMismatch,
     cross_check,
-    cuda_measure,
-    cuda_warm,
     current_cuda_device,
     time_cuda_call,
 )
@@ -404,15 +403,22 @@ def _time_paired(
         return time_pair(incumbent, candidate, config.timing, measure, _call_once, before_pair, overhead_ms=overheads)
     gpu = current_cuda_device()
     with gpu_lock(device_key(gpu.index), wait_s=config.timeout_s):
-        measure = _prepared(prepare, cuda_measure(gpu, config.timing.flush_cache), after)
-        paired = time_pair(incumbent, candidate, config.timing, measure, cuda_warm(gpu), before_pair)
+        timer = CudaTimer(gpu, config.timing.flush_cache)
+        measure = _prepared(prepare, timer.measure, after)
+        paired = time_pair(incumbent, candidate, config.timing, measure, timer.warm, before_pair)
         wall = cross_check(candidate, gpu, paired.candidate.median_ms)
     own = {"clock": "cuda_events", "sm_clock_mhz": gpu.sm_clock_mhz()}
     flushed = {"flush_bytes": gpu.flush_bytes if config.timing.flush_cache else None}
+    candidate_launch, incumbent_launch = (
+        {"launch_ms": timer.launch_ms(candidate)},
+        {"launch_ms": timer.launch_ms(incumbent)},
+    )
     return paired.model_copy(
         update={
-            "candidate": paired.candidate.model_copy(update={**own, **flushed, "wall_per_call_ms": wall}),
-            "incumbent": paired.incumbent.model_copy(update={**own, **flushed}),
+            "candidate": paired.candidate.model_copy(
+                update={**own, **flushed, **candidate_launch, "wall_per_call_ms": wall}
+            ),
+            "incumbent": paired.incumbent.model_copy(update={**own, **flushed, **incumbent_launch}),
         }
     )
 
