@@ -34,6 +34,8 @@ class WorkloadTiming(BaseModel):
     ours_ms: float | None
     do_bench_ms: float | None
     status: str
+    launch_ms: float | None = None
+    """The host time of one of our calls (its launch), which our events no longer include."""
 
     @property
     def ratio(self) -> float | None:
@@ -61,8 +63,9 @@ def geomean(values: Sequence[float]) -> float | None:
 
 def ours(
     kernel: str, root: Path, max_time_s: float
-) -> tuple[KernelTask, list[Workload], dict[str, float | None], dict[str, str]]:
-    """The kernel's task, workloads, and per-workload median ms / status through the evaluator's worker."""
+) -> tuple[KernelTask, list[Workload], dict[str, tuple[float | None, float | None]], dict[str, str]]:
+    """The kernel's task, workloads, per-workload (median ms, launch ms) and status through the evaluator's
+    worker."""
     from evoteam.gpu_bench.runner import LocalRunner
     from evoteam.gpu_bench.task import find_task
     from evoteam.gpu_bench.timing.statistics import TimingConfig
@@ -78,7 +81,10 @@ def ours(
         runner.close()
     if not run.ok:
         raise RuntimeError(f"{kernel} did not build or load: {run.load_error or run.build.log[-2000:]}")
-    medians = {r.workload.uuid: (r.outcome.timing.median_ms if r.outcome.timing else None) for r in run.workloads}
+    medians: dict[str, tuple[float | None, float | None]] = {
+        r.workload.uuid: (r.outcome.timing.median_ms, r.outcome.timing.launch_ms) if r.outcome.timing else (None, None)
+        for r in run.workloads
+    }
     statuses = {r.workload.uuid: f"{r.outcome.status.value} {r.outcome.reason}".strip() for r in run.workloads}
     return task, workloads, medians, statuses
 
@@ -142,20 +148,22 @@ def compare(args: argparse.Namespace) -> int:
             WorkloadTiming(
                 uuid=w.uuid,
                 axes=w.axes,
-                ours_ms=medians.get(w.uuid),
+                ours_ms=medians.get(w.uuid, (None, None))[0],
                 do_bench_ms=theirs.get(w.uuid),
                 status=statuses.get(w.uuid, ""),
+                launch_ms=medians.get(w.uuid, (None, None))[1],
             )
             for w in workloads
         ],
     )
-    print(f"{'workload':<20} {'ours us':>10} {'do_bench us':>12} {'ratio':>7}")
+    print(f"{'workload':<20} {'ours us':>10} {'do_bench us':>12} {'ratio':>7} {'launch us':>10}")
     for w in result.workloads:
         axes = " ".join(f"{k}={v}" for k, v in w.axes.items())
         ours_us = f"{w.ours_ms * 1e3:.2f}" if w.ours_ms is not None else w.status
         theirs_us = f"{w.do_bench_ms * 1e3:.2f}" if w.do_bench_ms is not None else "-"
         ratio = f"{w.ratio:.3f}" if w.ratio is not None else "-"
-        print(f"{axes:<20} {ours_us:>10} {theirs_us:>12} {ratio:>7}")
+        launch_us = f"{w.launch_ms * 1e3:.2f}" if w.launch_ms is not None else "-"
+        print(f"{axes:<20} {ours_us:>10} {theirs_us:>12} {ratio:>7} {launch_us:>10}")
     overall = geomean(result.ratios())
     print(f"ours / do_bench (geomean over workloads): {overall:.3f}" if overall else "ours / do_bench: -")
     if args.json:
