@@ -7,7 +7,9 @@ worker, per-pair ratios, the median's 95% interval) and *unpaired* (each timed o
 two medians, the method before paired timing). While it runs, ``--burners`` processes each burn a CPU core.
 
 Printed per workload: the paired ratio, its interval and whether the interval holds 1, the unpaired ratio;
-then, per method, how many ratios lie in [0.97, 1.03] (and for paired, how many intervals hold 1).
+then, per method, how many ratios lie in [0.97, 1.03] (and for paired, how many intervals hold 1, beside how
+many a calibrated 95% interval misses by chance alone: about 1 in 20, so 27 intervals all hold 1 in only a
+quarter of runs).
 The goal on a CPU: every paired ratio in [0.97, 1.03], every interval holding 1.
 
 It is a benchmark, not a test: it prints figures and exits 0 unless an evaluation fails.
@@ -139,6 +141,20 @@ def _print(rows: list[Row], console: Console, burners: int) -> None:
     console.print(
         f"unpaired: {unpaired_tied}/{n} ratios in [{TIE[0]}, {TIE[1]}], range {min(spread_u):.3f}-{max(spread_u):.3f}",
         highlight=False,
+    )
+    intervals = sum(1 for r in rows if r.ci is not None)
+    console.print(chance_line(intervals - held, intervals), highlight=False)
+
+
+def chance_line(missed: int, intervals: int, level: float = 0.95) -> str:
+    """How the intervals that miss 1 compare with chance: a calibrated ``level`` interval misses the true ratio
+    (1, for identical kernels) in ``1 - level`` of workloads, so ``intervals`` of them all hold it only with
+    probability ``level ** intervals``."""
+    expected = (1 - level) * intervals
+    all_hold = level**intervals
+    return (
+        f"intervals missing 1: {missed} of {intervals}; by chance alone a calibrated {level:.0%} interval misses "
+        f"{expected:.2f} of {intervals} on average, and all {intervals} hold 1 in {all_hold:.0%} of runs"
     )
 
 

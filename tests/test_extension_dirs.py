@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import kernel_solution, quick_config
+from evoteam.gpu_bench.bindings import landlock
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SourceFile, Workload
 from evoteam.gpu_bench.worker.client import WorkerProcess
@@ -66,32 +67,45 @@ def run(x, y, out):
         (own / "mine").mkdir(parents=True, exist_ok=True)
         (own / "mine" / "mine.so").write_bytes(b"own build")
         other = own.parent / "{victim}" / "victim_ext"
-        other.mkdir(parents=True, exist_ok=True)
-        (other / "victim_ext.so").write_bytes(b"planted")
         print("OWN", own / "mine" / "mine.so")
-        print("PLANTED", other / "victim_ext.so")
+        try:
+            other.mkdir(parents=True, exist_ok=True)
+            (other / "victim_ext.so").write_bytes(b"planted")
+            print("PLANTED", other / "victim_ext.so")
+        except OSError as exc:
+            print("REFUSED", exc.errno, other / "victim_ext.so")
         _done.append(True)
     torch.add(2 * x, y, out=out)
 '''
 
 
 @pytest.mark.integration
-def test_a_candidate_s_write_into_another_solution_s_build_folder_is_removed_and_reported(
-    tmp_path: Path, definition: Definition, workloads: list[Workload]
+@pytest.mark.parametrize("isolate", [True, False], ids=["python host", "in the worker"])
+def test_a_candidate_s_write_into_another_solution_s_build_folder_is_refused_or_removed(
+    tmp_path: Path, definition: Definition, workloads: list[Workload], isolate: bool
 ) -> None:
+    """In its Python host (Landlock) the write is refused; in the worker, the audit removes and reports it."""
     victim = kernel_solution("honest.py")
     source = PLANTER.format(victim=folder_name(victim.content_hash()))
     planter = victim.model_copy(update={"name": "planter", "sources": [SourceFile(path="honest.py", content=source)]})
     runner = LocalRunner(cache_root=tmp_path / "cache")
+    config = quick_config(measure=False).model_copy(update={"isolate": isolate})
     try:
-        run = runner.run(definition, workloads[:1], planter, quick_config(measure=False), None)
+        run = runner.run(definition, workloads[:1], planter, config, None)
         assert run.workloads[0].outcome.status == EvaluationStatus.PASSED
         log = run.workloads[0].log
         own = Path(re.findall(r"OWN (\S+)", log)[0])
-        planted = Path(re.findall(r"PLANTED (\S+)", log)[0])
-        assert "changed what another solution built at run time" in log
-        assert not planted.exists() and own.is_file()  # its own folder is its to write
-        again = runner.run(definition, workloads[:1], victim, quick_config(measure=False), None)
+        assert own.is_file()  # its own folder is its to write
+        assert ("REFUSED" in log) is (isolate and landlock.version() > 0)
+        if "REFUSED" in log:
+            refused = re.findall(r"REFUSED (\d+) (\S+)", log)[0]
+            assert isolate and refused[0] == "13" and not Path(refused[1]).exists()  # EACCES
+            assert "another solution" not in log
+        else:
+            planted = Path(re.findall(r"PLANTED (\S+)", log)[0])
+            assert "changed what another solution built at run time" in log
+            assert not planted.exists()
+        again = runner.run(definition, workloads[:1], victim, config, None)
         assert again.workloads[0].outcome.status == EvaluationStatus.PASSED
         assert "another solution" not in again.workloads[0].log
     finally:

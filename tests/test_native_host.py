@@ -89,7 +89,7 @@ def test_the_file_system_is_read_only_to_the_kernel(tmp_path: Path, definition: 
     kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
     inputs, outputs = buffers()
     call = kernel.bind(inputs, outputs, {"n": 4096})
-    if not kernel.files_read_only:
+    if not kernel.files_confined:
         kernel.release()
         pytest.skip("this Linux kernel has no Landlock")
     with pytest.raises(KernelCallError, match="returned 13"):  # EACCES

@@ -104,6 +104,20 @@ def reaches(x, y, out):
     out.zero_()
     out[: len(codes)] = torch.tensor(codes, dtype=out.dtype)
 
+def writes(x, y, out):
+    """Writes a file in its temporary folder, then one where the test says (outside it): each errno into out."""
+    import tempfile
+    codes = []
+    for target in (os.path.join(tempfile.gettempdir(), "mine.txt"), os.environ["EVOTEAM_TEST_OUTSIDE"]):
+        try:
+            with open(target, "w") as f:
+                f.write("x")
+            codes.append(0)
+        except OSError as exc:
+            codes.append(exc.errno)
+    out.zero_()
+    out[:2] = torch.tensor(codes, dtype=out.dtype)
+
 def leaves_handler(x, y, out):
     signal.signal(signal.SIGUSR1, lambda *_: None)
     torch.add(2 * x, y, out=out)
@@ -304,3 +318,24 @@ def test_a_kernel_acts_on_its_own_process_only(folder: Path, definition: Definit
         assert codes == [1] * 5 + [0] * 5 + [0, memory, 0], f"pid {target}: {codes}"
     sibling.release()
     prober.release()
+
+
+def test_a_kernel_writes_only_in_its_own_folders(
+    folder: Path, definition: Definition, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Landlock: the host's temporary folder (and its build folders) take writes; any other file does not
+    (EACCES), whatever the user may write; the temporary folder goes with the host."""
+    outside = tmp_path / "outside.txt"
+    monkeypatch.setenv("EVOTEAM_TEST_OUTSIDE", str(outside))
+    kernel = host(folder, definition, "writes")
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    if not kernel.files_confined:
+        kernel.release()
+        pytest.skip("this Linux kernel has no Landlock")
+    assert outputs["out"][:2].int().tolist() == [0, 13]
+    assert not outside.exists()
+    temporary = kernel._temporary
+    assert temporary is not None and (Path(temporary) / "mine.txt").exists()
+    kernel.release()
+    assert not Path(temporary).exists()

@@ -116,9 +116,9 @@ class ProcessHost:
         self._started: dict[str, str] = {}
         self._changed: list[str] = []
         self._oom_kills: int | None = None
-        self.files_read_only = False
-        """Whether the host holds the file system read-only to the kernel (Landlock; false where the kernel
-        lacks it)."""
+        self.files_confined = False
+        """Whether Landlock confines the kernel's writes (false where the Linux kernel lacks it): the native
+        host holds the whole file system read-only, the Python host allows its own folders only."""
         self._start()  # a kernel that does not load fails here, as the in-process binding does
         if self.persistent:
             self._stop()
@@ -292,7 +292,7 @@ class ProcessHost:
             answer = self._receive(ours)
         finally:
             ours.settimeout(None)
-        self.files_read_only = answer == b"KL"
+        self.files_confined = answer == b"KL"
         self._started = host_state(process.pid)
         if not answer.startswith(b"K"):
             self.release()

@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import struct
 import sys
+import tempfile
 from collections.abc import Mapping
 
 import torch
@@ -55,6 +57,7 @@ class PythonHostKernel(ProcessHost):
         self._dps = dps
         self._environment = dict(os.environ)  # the solution's own run-time build folders (extension_dirs)
         self._threads = torch.get_num_threads()
+        self._temporary: str | None = None
         super().__init__()
         self._touch()
 
@@ -64,7 +67,14 @@ class PythonHostKernel(ProcessHost):
         where = [self._folder, self._entry_file, self._symbol]
         # -B: no bytecode written into the build cache (its entries stay as built); -u: prints reach the log
         argv = [sys.executable, "-B", "-u", "-m", module, str(sock), *flags, *where]
-        return argv, (), confine.environment(self._environment)
+        self._remove_temporary()
+        self._temporary = tempfile.mkdtemp(prefix="evoteam-python-host-")  # its only writable folder but its builds
+        return argv, (), {**confine.environment(self._environment), "TMPDIR": self._temporary}
+
+    def _remove_temporary(self) -> None:
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
+            self._temporary = None
 
     def _empty_host(self) -> ProcessHost:
         if self._dps not in _empty:  # a host that died is started again when it binds
@@ -102,6 +112,7 @@ class PythonHostKernel(ProcessHost):
 
     def release(self) -> None:
         super().release()  # not the empty host: shared by every Python host of this worker, it outlives this one
+        self._remove_temporary()
         if self in _live:
             _live.remove(self)
 

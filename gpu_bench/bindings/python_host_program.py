@@ -3,9 +3,10 @@
 Run as ``python -m evoteam.gpu_bench.bindings.python_host_program SOCK WORKER THREADS DPS FOLDER FILE SYMBOL``
 (an empty ``FOLDER`` runs the empty kernel, whose round trip timing subtracts). It arranges to die with the
 worker, becomes a child subreaper (what the candidate starts stays its descendant, which the worker stops
-and kills with it), installs the seccomp program the worker sends first (``confine.py``: no other process may
-be signalled, rescheduled, limited, traced or read) and becomes non-dumpable, imports the candidate and
-answers ``K``, then serves the worker over a sequenced-packet
+and kills with it), restricts its writes with Landlock to its own folders (``landlock.py``,
+``writable_folders``), installs the seccomp program the worker sends first (``confine.py``: no other process
+may be signalled, rescheduled, limited, traced or read) and becomes non-dumpable, imports the candidate and
+answers ``K`` (``KL`` when Landlock holds), then serves the worker over a sequenced-packet
 socket in the native host's framing: ``B`` maps a binding's buffers (memfds passed with SCM_RIGHTS) as
 tensors, ``C`` calls the candidate and answers with the call's nonce, ``F`` forgets a binding. A
 value-returning candidate's result is copied into the shared outputs; a result that does not fit them is
@@ -174,16 +175,17 @@ def main(argv: Sequence[str]) -> int:
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     sock = socket.socket(fileno=int(sock_fd))
     torch.set_num_threads(int(threads))
-    from evoteam.gpu_bench.bindings import confine
+    from evoteam.gpu_bench.bindings import confine, landlock
 
     first = sock.recv(_MESSAGE)  # the worker's seccomp program for this host, before any candidate code
     if first[:1] != b"P":
         sock.send(b"Eno seccomp program")
         return 4
     try:
+        confined = landlock.restrict_writes(writable_folders())
         confine.install(first[1:])
     except OSError as exc:
-        sock.send(b"E" + f"cannot install the seccomp filter: {exc}".encode())
+        sock.send(b"E" + f"cannot confine the host: {exc}".encode())
         return 4
     dps, empty = dps_flag == "1", not folder
     fn: Callable[..., object] = lambda *_: None  # noqa: E731 - the empty kernel
@@ -197,8 +199,18 @@ def main(argv: Sequence[str]) -> int:
             sock.send(b"E" + str(exc).encode(errors="replace"))
             return 5
     sys.stdout.flush()
-    sock.send(b"K")
+    sock.send(b"KL" if confined else b"K")
     return serve(sock, fn, dps, empty)
+
+
+def writable_folders() -> list[Path]:
+    """What the host may change: its temporary folder (``TMPDIR``, the worker's for it), the solution's run-time
+    build folders (``extension_dirs``; where the worker set none, below the temporary folder) and /dev/shm."""
+    temporary = Path(os.environ.get("TMPDIR") or "/tmp")
+    for variable, name in (("TORCH_EXTENSIONS_DIR", "torch_extensions"), ("TORCHINDUCTOR_CACHE_DIR", "torchinductor")):
+        os.environ.setdefault(variable, str(temporary / name))
+    folders = [temporary, Path(os.environ["TORCH_EXTENSIONS_DIR"]), Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])]
+    return [*folders, *([Path("/dev/shm")] if Path("/dev/shm").is_dir() else [])]
 
 
 if __name__ == "__main__":
