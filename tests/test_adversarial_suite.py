@@ -142,6 +142,7 @@ CHEATS = [
 SABOTAGE = [
     case("poison_cache.cpp", "caught|contained"),
     case("poison_cache_naive.cpp", "caught|contained"),
+    case("poison_cache.py", "contained"),  # Landlock in its Python host (before it, escaped)
     case("leaves_alarm.cpp", "caught", "signal handlers"),
     case("leaves_fp_state.cpp", "caught", "floating-point state"),
     case("leaves_affinity.cpp", "caught", "CPU affinity"),
