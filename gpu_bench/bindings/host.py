@@ -107,7 +107,6 @@ class ProcessHost:
     """How long the host may take to start and load the kernel."""
 
     def __init__(self) -> None:
-        self._empty: ProcessHost | None = None
         self._ids = itertools.count(1)
         self._process: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
@@ -233,10 +232,8 @@ class ProcessHost:
         raise NotImplementedError
 
     def release(self) -> None:
-        """Ends the host process (the next binding starts a fresh one), and the empty kernel's; its output is
-        flushed to the log."""
-        if self._empty is not None:
-            self._empty.release()
+        """Ends the host process (the next binding starts a fresh one); its output is flushed to the log. The
+        empty kernel's host, the worker's own, lives on."""
         self._read_changes()
         pids = self.pids()
         process, sock = self._process, self._socket
@@ -370,6 +367,16 @@ class ProcessHost:
                 self._socket.send(struct.pack("<cxxxIQ", b"F", binding, 0), socket.MSG_DONTWAIT)
 
 
+_EMPTY: dict[str, HostKernel] = {}
+"""The empty kernel's native host per signature: the worker's own, kept between requests (no candidate's code
+runs in it, and no host can reach it), so a request starts only its kernel's host."""
+
+
+def empty_host_pids() -> list[int]:
+    """The running empty native hosts of this worker: the worker's stray killing spares them between requests."""
+    return [pid for host in _EMPTY.values() for pid in host.pids()]
+
+
 class HostKernel(ProcessHost):
     """A C ABI kernel in the native host (``native_host.cpp``, built by ``host_program.py``)."""
 
@@ -403,10 +410,14 @@ class HostKernel(ProcessHost):
         return ("native", self._signature)
 
     def _empty_host(self) -> ProcessHost:
-        if self._empty is None:
+        empty = _EMPTY.get(self._signature)
+        if empty is None:  # a host that died is started again when it binds
             fd = empty_library()
-            self._empty = HostKernel(f"/proc/self/fd/{fd}", EMPTY_SYMBOL, self._definition, library_fd=fd)
-        return self._empty
+            empty = _EMPTY[self._signature] = HostKernel(
+                f"/proc/self/fd/{fd}", EMPTY_SYMBOL, self._definition, library_fd=fd
+            )
+        empty._definition = self._definition  # shared by every definition of the signature: bound in its order
+        return empty
 
     def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
         sock = self._ensure()

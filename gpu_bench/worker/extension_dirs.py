@@ -10,11 +10,11 @@ hash (``folder_for``; the worker points ``TORCH_EXTENSIONS_DIR`` and ``TORCHINDU
 it loads or runs the solution).
 
 In its Python host (CPU) a candidate may write only its own folders (``bindings/landlock.py``), but a Python
-candidate in the worker (on a GPU, or with ``--no-isolate``) can write anywhere the worker can, so the worker's
-owner, out of its reach, audits the folders after every request (``ExtensionAudit``): a solution's folder may change only
-in a request for that solution (as its candidate, or its incumbent); a folder changed or made in any other
-request was written by someone else, and is removed (its solution builds again when it next runs) and
-reported.
+candidate in the worker (on a GPU, or with ``--no-isolate``) can write anywhere the worker can, so the
+worker's owner, out of its reach, audits the folders after every request (``ExtensionAudit``): a solution's
+folder may change only in a request for that solution (as its candidate, or its incumbent); a folder
+changed or made in any other request was written by someone else, and is removed (its solution builds again
+when it next runs) and reported.
 """
 
 from __future__ import annotations

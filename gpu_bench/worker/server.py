@@ -22,7 +22,10 @@ import torch
 from pydantic import ValidationError
 
 from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
-from evoteam.gpu_bench.bindings.host import ProcessHost  # loaded before candidates: integrity watches it
+from evoteam.gpu_bench.bindings.host import (
+    ProcessHost,  # loaded before candidates: integrity watches it
+    empty_host_pids,
+)
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.bindings.python_host import host_pids
 from evoteam.gpu_bench.build.builder import build
@@ -223,7 +226,7 @@ def _noted(response: Built | Evaluated | Failed, note: str) -> Built | Evaluated
 
 def _without_strays(response: Built | Evaluated | Failed) -> Built | Evaluated | Failed:
     """Kills what the candidate left running before the answer goes out, and says so in the log."""
-    killed = strays.kill_strays(keep=host_pids())  # a Python host lives on between requests
+    killed = strays.kill_strays(keep=[*host_pids(), *empty_host_pids()])  # hosts that live on between requests
     if killed and isinstance(response, Evaluated):
         note = f"\n[evoteam: killed {killed} process(es) the candidate left running]\n"
         return response.model_copy(update={"log": response.log + note})
