@@ -57,11 +57,18 @@ def become_subreaper() -> bool:
 
 
 def children(pid: int | None = None) -> list[int]:
+    """The children of every thread of ``pid`` (this process by default). Read with plain ``os`` calls: the
+    worker asks this around every timed call of a Python host (its CPU time, the memo check)."""
     pid = os.getpid() if pid is None else pid
     found: list[int] = []
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError, ValueError):
-            found += [int(p) for p in listing.read_text().split()]
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")  # noqa: PTH208 - a tenth of pathlib's cost here
+    except OSError:
+        return found
+    for task in tasks:
+        listing = f"/proc/{pid}/task/{task}/children"
+        with contextlib.suppress(OSError, ValueError), open(listing, "rb") as f:  # noqa: PTH123
+            found += [int(p) for p in f.read().split()]
     return found
 
 
