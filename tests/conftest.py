@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.bindings import Kernel
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Definition, Language, Solution, SourceFile, Workload
@@ -245,3 +246,18 @@ def evoteam(
         timeout=timeout,
         env=env if env is not None else cli_env(repo),
     )
+
+
+OWN_MEMORY_ERRNO = 13 if os.geteuid() == 0 else 0
+"""What a host gets opening this test process's memory: EACCES when root runs the tests (the test holds
+capabilities the host gave up), nothing when a user does (the test process is dumpable)."""
+
+
+def reach_codes(kernel: Kernel, target: int, count: int, n: int = 4096) -> list[int]:
+    """Calls a probe kernel of scale_add whose ``x[0]`` is the pid ``target`` and returns the first ``count``
+    elements of ``out`` (the errnos it wrote there) as ints."""
+    inputs = {"x": torch.randn(n), "y": torch.randn(n)}
+    outputs = {"out": torch.full((n,), float("nan"))}
+    inputs["x"][0] = target
+    kernel.bind(inputs, outputs, {"n": n})()
+    return [int(code) for code in outputs["out"][:count].tolist()]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import DATA
+from conftest import DATA, OWN_MEMORY_ERRNO, reach_codes
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelIntegrityError, KernelLoadError
 from evoteam.gpu_bench.bindings.host import HostKernel
 from evoteam.gpu_bench.schema import Definition
@@ -231,12 +231,8 @@ def test_a_kernel_acts_on_its_own_process_only(tmp_path: Path, definition: Defin
     sibling.bind(*buffers(), {"n": 4096})()  # its host stays (stopped) while the other kernel runs, as a pair's
     sibling_pid = sibling.pids()[0]
     prober = HostKernel(library(tmp_path, REACHES, "reaches"), "scale_add", definition)
-    ours = 13 if os.geteuid() == 0 else 0  # run by root, the test holds capabilities the host gave up
-    for target, memory in ((os.getpid(), ours), (sibling_pid, 13)):
-        inputs, outputs = buffers()
-        inputs["x"][0] = target
-        prober.bind(inputs, outputs, {"n": 4096})()
-        codes = outputs["out"][:12].int().tolist()
+    for target, memory in ((os.getpid(), OWN_MEMORY_ERRNO), (sibling_pid, 13)):
+        codes = reach_codes(prober, target, 12)
         assert codes == [1] * 5 + [0] * 5 + [memory, 0], f"pid {target}: {codes}"
     sibling.release()
     prober.release()

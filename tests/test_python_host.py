@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import OWN_MEMORY_ERRNO, reach_codes
 from evoteam.gpu_bench.bindings import KernelLoadError, KernelOutputError, KernelRaised, python_host
 from evoteam.gpu_bench.bindings.python_host import LIVE_HOSTS, PythonHostKernel, host_pids
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus
@@ -309,12 +310,8 @@ def test_a_kernel_acts_on_its_own_process_only(folder: Path, definition: Definit
     sibling = host(folder, definition, "dps")
     prober = host(folder, definition, "reaches")
     sibling_pid = sibling.pids()[0]
-    ours = 13 if os.geteuid() == 0 else 0  # run by root, the test holds capabilities the host gave up
-    for target, memory in ((os.getpid(), ours), (sibling_pid, 13)):
-        inputs, outputs = buffers()
-        inputs["x"][0] = target
-        prober.bind(inputs, outputs, {"n": 4096})()
-        codes = outputs["out"][:13].int().tolist()
+    for target, memory in ((os.getpid(), OWN_MEMORY_ERRNO), (sibling_pid, 13)):
+        codes = reach_codes(prober, target, 13)
         assert codes == [1] * 5 + [0] * 5 + [0, memory, 0], f"pid {target}: {codes}"
     sibling.release()
     prober.release()
