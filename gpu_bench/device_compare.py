@@ -142,20 +142,20 @@ def compare(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"device_compare: {exc}", file=sys.stderr)
         return 1
-    result = Comparison(
-        kernel=args.kernel,
-        workloads=[
+    rows = []
+    for workload in workloads:
+        ours_ms, launch_ms = medians.get(workload.uuid, (None, None))
+        rows.append(
             WorkloadTiming(
-                uuid=w.uuid,
-                axes=w.axes,
-                ours_ms=medians.get(w.uuid, (None, None))[0],
-                do_bench_ms=theirs.get(w.uuid),
-                status=statuses.get(w.uuid, ""),
-                launch_ms=medians.get(w.uuid, (None, None))[1],
+                uuid=workload.uuid,
+                axes=workload.axes,
+                ours_ms=ours_ms,
+                do_bench_ms=theirs.get(workload.uuid),
+                status=statuses.get(workload.uuid, ""),
+                launch_ms=launch_ms,
             )
-            for w in workloads
-        ],
-    )
+        )
+    result = Comparison(kernel=args.kernel, workloads=rows)
     print(f"{'workload':<20} {'ours us':>10} {'do_bench us':>12} {'ratio':>7} {'launch us':>10}")
     for w in result.workloads:
         axes = " ".join(f"{k}={v}" for k, v in w.axes.items())

@@ -128,10 +128,10 @@ class CudaTimer:
 
     def measure(self, call: Callable[[], object]) -> float:
         """One call between CUDA events on the current stream, in ms."""
+        if not self._recent:  # a first call measured here: its launch's host time sizes the hold (before the
+            self.warm(call)  # flush, which this call would otherwise undo)
         if self.flush:
             self.device.flush_l2()
-        if not self._recent:  # a first call measured here: its launch's host time sizes the hold
-            self.warm(call)
         self.device.hold(min(HOLD_MAX_MS, max(HOLD_MIN_MS, HOLD_FACTOR * max(self._recent))))
         start = self.device.record()
         self._launch(call)

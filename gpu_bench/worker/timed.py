@@ -409,16 +409,14 @@ def _time_paired(
         wall = cross_check(candidate, gpu, paired.candidate.median_ms)
     own = {"clock": "cuda_events", "sm_clock_mhz": gpu.sm_clock_mhz()}
     flushed = {"flush_bytes": gpu.flush_bytes if config.timing.flush_cache else None}
-    candidate_launch, incumbent_launch = (
-        {"launch_ms": timer.launch_ms(candidate)},
-        {"launch_ms": timer.launch_ms(incumbent)},
-    )
     return paired.model_copy(
         update={
             "candidate": paired.candidate.model_copy(
-                update={**own, **flushed, **candidate_launch, "wall_per_call_ms": wall}
+                update={**own, **flushed, "launch_ms": timer.launch_ms(candidate), "wall_per_call_ms": wall}
             ),
-            "incumbent": paired.incumbent.model_copy(update={**own, **flushed, **incumbent_launch}),
+            "incumbent": paired.incumbent.model_copy(
+                update={**own, **flushed, "launch_ms": timer.launch_ms(incumbent)}
+            ),
         }
     )
 
