@@ -3,10 +3,13 @@
 # minutes at most on an H200. It compiles the CUDA examples, sets up a venv, benches them (naive vs improved,
 # the pycuda variant), compares our GPU timing with triton's do_bench, runs `pytest -m gpu`, `evoteam check`
 # and `evoteam profile`, then prints one figures table. Every step has a time limit; a failed step is
-# reported and the script goes on. Without a GPU it stops after the compile step: exit 3.
+# reported and the script goes on. Without a GPU it stops after the compile step and the wheel folder's check:
+# exit 3.
 #
 #   OUT=DIR                   JSON results and per-step logs go here (default: a new temporary folder)
-#   EVOTEAM_WHEELS=DIR        prebuilt wheels (pycuda, torch, ...) for pip install --find-links
+#   EVOTEAM_WHEELS=DIR        the offline wheel folder (default .device-wheels when it exists; build it with
+#                             `python3 gpu_bench/wheelhouse.py build`): every install is `pip --no-index` from it, and
+#                             pycuda is built from its source archive there; the wheel built is left in OUT
 #   EVOTEAM_VENV=DIR          the venv to create or use (default: .venv; created with system site packages)
 #   EVOTEAM_CHECK_BUDGET_S=N  total seconds for all steps (default 460)
 #   CUDA_VISIBLE_DEVICES=     (set and empty) behave as on a machine without a GPU
@@ -66,6 +69,27 @@ step() {
 
 show() { sed 's/^/   /' "$out/logs/$1.log"; }
 
+pycuda_job=""
+finish_pycuda_build() {  # waits for the background build of pycuda (if one runs) and records it as a step
+  [ -n "$pycuda_job" ] || return 0
+  wait "$pycuda_job"
+  pycuda_job=""
+  local rc status
+  rc=$(cat "$out/logs/build-pycuda.rc" 2>/dev/null || echo 1)
+  case $rc in
+    0) status=ok ;;
+    124 | 137) status="TIMEOUT after 300s" ;;
+    *) status="FAILED (exit $rc)" ;;
+  esac
+  record build-pycuda "$status" $((SECONDS - pycuda_t0))
+  if [ "$status" = ok ]; then
+    echo "== build-pycuda: ok; kept for the next run (copy it into the wheel folder): $(cd "$out" && ls pycuda-*.whl)"
+  else
+    echo "== build-pycuda: $status; last lines of logs/build-pycuda.log:"
+    tail -n 15 "$out/logs/build-pycuda.log" | sed 's/^/   | /'
+  fi
+}
+
 summary() {
   echo
   echo "== steps ($((SECONDS - start)) s in all; logs and JSON in $out)"
@@ -87,7 +111,7 @@ find_tool() {  # the first of: on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin
 
 echo "device check of $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo 'this tree') on $(hostname) at $(date -u +%FT%TZ)"
 
-# ---- 1. the CUDA examples compile (no GPU needed) ---------------------------------------------------------------
+# ---- 1. the CUDA examples compile (no GPU needed) -------------------------------------------------------------------
 examples=examples/rmsnorm/kernels
 build_dir=$(mktemp -d -t evoteam-cuda-examples.XXXXXX)
 trap 'rm -rf "$build_dir"' EXIT
@@ -105,7 +129,17 @@ else
   record compile "skipped (nvcc not found)" 0
 fi
 
-# ---- 2. is there a GPU? ----------------------------------------------------------------------------------------------
+# ---- 2. the offline wheel folder is complete for this Python (no GPU needed) ----------------------------------------
+wheels=${EVOTEAM_WHEELS:-}
+[ -z "$wheels" ] && [ -d "$repo/.device-wheels" ] && wheels=$repo/.device-wheels
+if [ -n "$wheels" ]; then
+  wheels=$(cd "$wheels" 2>/dev/null && pwd) || { echo "EVOTEAM_WHEELS: no folder at ${EVOTEAM_WHEELS}"; exit 2; }
+  host_python=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  step wheels 60 python3 "$repo/gpu_bench/wheelhouse.py" check "$wheels" --python "$host_python"
+  show wheels
+fi
+
+# ---- 3. is there a GPU? ---------------------------------------------------------------------------------------------
 gpu_reason=""
 if [ "${CUDA_VISIBLE_DEVICES+set}" = set ] && { [ -z "$CUDA_VISIBLE_DEVICES" ] || [ "$CUDA_VISIBLE_DEVICES" = -1 ]; }; then
   gpu_reason="CUDA_VISIBLE_DEVICES is set to '${CUDA_VISIBLE_DEVICES}', which hides every GPU"
@@ -117,20 +151,22 @@ fi
 if [ -n "$gpu_reason" ]; then
   summary
   if ((failed)); then
-    echo "device check: a CUDA example did not compile (see above); and no GPU here ($gpu_reason)"
+    echo "device check: a step failed (a CUDA example's compile or the wheel folder, see above);" \
+      "and no GPU here ($gpu_reason)"
     exit 1
   fi
-  echo "device check: no GPU on this machine ($gpu_reason): the CUDA examples compile; the GPU steps did not run"
+  passed="the CUDA examples compile${wheels:+, the wheel folder is complete}"
+  echo "device check: no GPU on this machine ($gpu_reason): $passed; the GPU steps did not run"
   exit 3
 fi
 step nvidia-smi 30 nvidia-smi
 show nvidia-smi
 
-# ---- 3. the environment: a venv with torch (CUDA), evoteam[dev,gpu] ------------------------------------------------
+# ---- 4. the environment: a venv with torch (CUDA), evoteam[device-check], pycuda ------------------------------------
 venv=${EVOTEAM_VENV:-.venv}
 case $venv in /*) ;; *) venv=$repo/$venv ;; esac
 pip_opts=(--disable-pip-version-check --retries 1 --timeout 20)
-[ -n "${EVOTEAM_WHEELS:-}" ] && pip_opts+=(--find-links "$EVOTEAM_WHEELS")
+[ -n "$wheels" ] && pip_opts+=(--no-index --find-links "$wheels")
 if [ ! -x "$venv/bin/python" ]; then
   step venv 60 python3 -m venv --system-site-packages "$venv"
 fi
@@ -158,9 +194,11 @@ EOF
 then
   echo "== evoteam: already installed from this tree"
 else
-  step install-evoteam 240 "$py" -m pip install "${pip_opts[@]}" -e ".[dev,gpu]"
-  if ! "$py" -c 'import evoteam.gpu_bench.profile.ncu, pytest' >/dev/null 2>&1; then
-    step install-evoteam-dev 180 "$py" -m pip install "${pip_opts[@]}" -e ".[dev]"
+  if [ -n "$wheels" ]; then  # offline: build evoteam with the venv's setuptools (the folder holds a recent one)
+    step install-build-tools 60 "$py" -m pip install "${pip_opts[@]}" "setuptools>=68" wheel
+    step install-evoteam 180 "$py" -m pip install "${pip_opts[@]}" --no-build-isolation -e ".[device-check]"
+  else
+    step install-evoteam 240 "$py" -m pip install "${pip_opts[@]}" -e ".[device-check]"
   fi
   if ! "$py" -c 'import evoteam.gpu_bench.profile.ncu' >/dev/null 2>&1; then
     step install-evoteam-offline 120 "$py" -m pip install "${pip_opts[@]}" --no-build-isolation --no-deps -e .
@@ -174,8 +212,25 @@ else
     echo "   evoteam is not installed: importing it through $links"
   fi
 fi
-if ! "$py" -c 'import pycuda' >/dev/null 2>&1; then
-  step install-pycuda 180 "$py" -m pip install "${pip_opts[@]}" pycuda
+if ! "$py" -c 'import pycuda.driver' >/dev/null 2>&1; then
+  tag=$("$py" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+  if [ -z "$wheels" ]; then
+    step install-pycuda 300 "$py" -m pip install "${pip_opts[@]}" pycuda
+  elif compgen -G "$wheels/pycuda-*-$tag-*.whl" >/dev/null; then  # a wheel an earlier check built and kept
+    step install-pycuda 60 "$py" -m pip install "${pip_opts[@]}" pycuda
+  else
+    cuda_root=${CUDA_HOME:-/usr/local/cuda}
+    nvcc_root=$(dirname "$(dirname "${nvcc:-/}")")
+    [ -f "$nvcc_root/include/cuda.h" ] && cuda_root=$nvcc_root
+    echo "== build-pycuda (limit 300s; in the background while the CUDA examples are benched)"
+    pycuda_t0=$SECONDS
+    (
+      timeout -k 10 300 bash "$repo/gpu_bench/build_pycuda.sh" "$py" "$wheels" "$out" "$cuda_root" \
+        >"$out/logs/build-pycuda.log" 2>&1
+      echo $? >"$out/logs/build-pycuda.rc"
+    ) &
+    pycuda_job=$!
+  fi
 fi
 "$py" - <<'EOF' 2>&1 | sed 's/^/   /'
 import importlib
@@ -193,11 +248,11 @@ if torch.cuda.is_available():
 EOF
 evoteam=("$py" -m evoteam.cli.main)
 
-# ---- 4. bench the CUDA examples, compare timings, GPU tests, check, profile -----------------------------------------
+# ---- 5. bench the CUDA examples, check, profile, compare timings, the pycuda example, GPU tests ------------------
 cd "$repo/examples/rmsnorm" || exit 2
-for kernel in rmsnorm_cuda_naive rmsnorm_cuda rmsnorm_pycuda; do
-  STEP_STDOUT="$out/bench_$kernel.json" step "bench-$kernel" 150 "${evoteam[@]}" bench "$kernel" --json --max-time 1
-done
+bench() { STEP_STDOUT="$out/bench_$1.json" step "bench-$1" 150 "${evoteam[@]}" bench "$1" --json --max-time 1; }
+bench rmsnorm_cuda_naive
+bench rmsnorm_cuda
 step check 90 "${evoteam[@]}" check kernels/rmsnorm_cuda.cu
 show check
 if ncu=$(find_tool ncu); then
@@ -222,10 +277,14 @@ fi
 cd "$repo" || exit 2
 STEP_SKIP_RC=3 step compare 120 "$py" -m evoteam.gpu_bench.device_compare compare --json "$out/compare.json"
 show compare
+finish_pycuda_build
+cd "$repo/examples/rmsnorm" || exit 2
+bench rmsnorm_pycuda
+cd "$repo" || exit 2
 step pytest-gpu 240 "$py" -m pytest -m gpu -q -p no:cacheprovider
 tail -n 5 "$out/logs/pytest-gpu.log" | sed 's/^/   /'
 
-# ---- 5. figures ------------------------------------------------------------------------------------------------------
+# ---- 6. figures -----------------------------------------------------------------------------------------------------
 echo
 echo "== figures"
 "$py" -m evoteam.gpu_bench.device_compare table "$out" | sed 's/^/   /'

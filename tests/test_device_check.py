@@ -1,5 +1,6 @@
-"""The GPU device-check script: valid bash, and on a machine without a GPU it compiles the CUDA examples and
-stops with exit 3 and a clear message; the figures table it ends with, from recorded bench output."""
+"""The GPU device-check script: valid bash, and on a machine without a GPU it compiles the CUDA examples, checks
+the offline wheel folder (an incomplete one fails the check) and stops with exit 3 and a clear message; the
+figures table it ends with, from recorded bench output."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
 from evoteam.gpu_bench.device_compare import Comparison, WorkloadTiming, figures_rows, main
+from wheel_files import complete_folder, make_sdist
 
 SCRIPT = REPO / "gpu_bench" / "device_check.sh"
 
@@ -24,16 +27,19 @@ def test_the_script_is_valid_bash() -> None:
 
 
 @pytest.mark.integration
-def test_without_a_gpu_it_compiles_the_examples_then_exits_3(tmp_path: Path) -> None:
+def test_without_a_gpu_it_compiles_the_examples_checks_the_wheel_folder_then_exits_3(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "CUDA_VISIBLE_DEVICES": ""}  # hides any GPU, here or on a GPU machine
+    wheels = complete_folder(tmp_path / "wheels", REPO / "pyproject.toml")
+    env = {**os.environ, "OUT": str(out), "CUDA_VISIBLE_DEVICES": "", "EVOTEAM_WHEELS": str(wheels)}  # no GPU shown
     proc = subprocess.run(
         ["bash", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
     )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("device check: no GPU on this machine (CUDA_VISIBLE_DEVICES is set to ''")
-    assert "the GPU steps did not run" in last
+    assert "the wheel folder is complete; the GPU steps did not run" in last
+    assert any(line.split()[:2] == ["wheels", "ok"] for line in proc.stdout.splitlines())
+    assert f"{wheels}: " in proc.stdout and "built there from source: pycuda" in proc.stdout
     nvcc_found = "nvcc: not found" not in proc.stdout
     for kernel in ("rmsnorm_cuda_naive", "rmsnorm_cuda", "rmsnorm_pycuda"):
         if nvcc_found:
@@ -43,6 +49,41 @@ def test_without_a_gpu_it_compiles_the_examples_then_exits_3(tmp_path: Path) -> 
         assert "Used 39 registers" in proc.stdout  # the improved kernel's ptxas report is shown
     assert "== nvidia-smi" not in proc.stdout and "== bench" not in proc.stdout
     assert not list(out.glob("bench_*.json"))
+
+
+@pytest.mark.integration
+def test_an_incomplete_wheel_folder_fails_the_check_before_any_gpu_step(tmp_path: Path) -> None:
+    wheels = complete_folder(tmp_path / "wheels", REPO / "pyproject.toml")
+    next(wheels.glob("pydantic-*.whl")).unlink()
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "CUDA_VISIBLE_DEVICES": "", "EVOTEAM_WHEELS": str(wheels)}
+    proc = subprocess.run(
+        ["bash", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "missing: pydantic>=2.7 (needed by evoteam)" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1].startswith("device check: a step failed")
+    env["EVOTEAM_WHEELS"] = str(tmp_path / "nowhere")
+    proc = subprocess.run(["bash", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 2 and "EVOTEAM_WHEELS: no folder at" in proc.stdout
+
+
+@pytest.mark.integration
+def test_building_pycuda_says_what_it_lacks(tmp_path: Path) -> None:
+    script = REPO / "gpu_bench" / "build_pycuda.sh"
+    wheels, root = tmp_path / "wheels", tmp_path / "cuda"
+    wheels.mkdir()
+    root.mkdir()
+
+    def run() -> subprocess.CompletedProcess[str]:
+        command = ["bash", str(script), sys.executable, str(wheels), str(tmp_path / "out"), str(root)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+    proc = run()
+    assert proc.returncode == 1 and "no pycuda source archive (pycuda-*.tar.gz) in" in proc.stderr
+    make_sdist(wheels, "pycuda", "2026.1")
+    proc = run()
+    assert proc.returncode == 1 and f"no CUDA toolkit at {root} (no include/cuda.h)" in proc.stderr
 
 
 def _bench_payload(medians_ms: list[float], speedup: float | None, failed: int = 0) -> dict[str, object]:
