@@ -1,19 +1,27 @@
-"""The tvm-ffi binding end to end: build against the tvm-ffi headers, load, call on TensorViews, fail well."""
+"""The tvm-ffi binding end to end: build against the tvm-ffi headers, load, call on TensorViews (in a Python
+host of its own), fail well."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("tvm_ffi")
 
+from conftest import DATA, kernel_solution
 from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.bindings.load import load_kernel
+from evoteam.gpu_bench.bindings.python_host import TvmFfiHostKernel
+from evoteam.gpu_bench.bindings.tvm_ffi import tvm_ffi_build_flags, tvm_ffi_link_flags
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
-from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
-from evoteam.gpu_bench.task import KernelTask, find_task
+from evoteam.gpu_bench.schema import Binding, Definition, EvaluationStatus, Solution, Workload
+from evoteam.gpu_bench.task import KernelTask, find_task, load_definition
 from evoteam.gpu_bench.timing.statistics import TimingConfig
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
@@ -123,3 +131,46 @@ def test_tvm_ffi_check_is_a_runtime_error(evaluator, task, definition, workloads
     assert f"deliberate failure: batch_size {batch} is refused" in workload.reason
     assert "ValueError" in workload.reason
     assert workload.speedup is None
+
+
+PID_KERNEL = """\
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+#include <unistd.h>
+
+void scale_add(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView out) {
+  const float* a = static_cast<const float*>(x.data_ptr());
+  const float* b = static_cast<const float*>(y.data_ptr());
+  float* o = static_cast<float*>(out.data_ptr());
+  for (int64_t i = 0; i < out.size(0); ++i) o[i] = 2 * a[i] + b[i];
+  o[0] = static_cast<float>(getpid());  // where it ran
+}
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(scale_add, scale_add);
+"""
+
+
+def test_a_tvm_ffi_kernel_runs_in_a_python_host_not_in_its_caller(tmp_path: Path) -> None:
+    """Loaded with ``isolate`` (as the worker loads CPU candidates), the module's export is called in a Python
+    host of its own on the shared tensors: its native code never runs in the worker's process."""
+    source, library = tmp_path / "pid.cpp", tmp_path / "pid.so"
+    source.write_text(PID_KERNEL)
+    command = ["g++", "-O2", "-shared", "-fPIC", *tvm_ffi_build_flags(), "-o", str(library), str(source)]
+    subprocess.run([*command, *tvm_ffi_link_flags()], check=True, capture_output=True, timeout=300)
+    solution = kernel_solution("honest.cpp")
+    spec = solution.spec.model_copy(update={"binding": Binding.TVM_FFI, "entry_point": "pid.cpp::scale_add"})
+    solution = solution.model_copy(update={"spec": spec})
+    scale_add = load_definition(DATA / "scale_add.json")
+    kernel = load_kernel(solution, str(library), scale_add, isolate=True)
+    assert isinstance(kernel, TvmFfiHostKernel)
+    x, y = torch.randn(1024), torch.randn(1024)
+    out = torch.full((1024,), float("nan"))
+    try:
+        kernel.bind({"x": x, "y": y}, {"out": out}, {"n": 1024})()
+        host_pid = kernel.pids()[0]
+    finally:
+        kernel.release()
+    assert int(out[0]) == host_pid != os.getpid()
+    assert torch.allclose(out[1:], 2 * x[1:] + y[1:])
+    in_process = load_kernel(solution, str(library), scale_add, isolate=False)
+    in_process.bind({"x": x, "y": y}, {"out": out}, {"n": 1024})()
+    assert int(out[0]) == os.getpid()  # without isolate (--no-isolate), in the caller

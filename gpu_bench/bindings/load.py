@@ -14,7 +14,8 @@ from evoteam.gpu_bench.schema import Binding, Definition, Language, Solution
 
 def load_kernel(solution: Solution, artifact: str, definition: Definition, isolate: bool = False) -> Kernel:
     """The solution's kernel; with ``isolate``, a C ABI kernel on the CPU runs in a native host process of its
-    own (``host.py``) and a Python one on the CPU in a Python host (``python_host.py``), not in the caller's."""
+    own (``host.py``) and a Python or tvm-ffi one on the CPU in a Python host (``python_host.py``), not in the
+    caller's."""
     spec = solution.spec
     binding = spec.resolved_binding()
     if binding in (Binding.C, Binding.TVM_FFI, Binding.PYCUDA) and not spec.destination_passing_style:
@@ -30,6 +31,10 @@ def load_kernel(solution: Solution, artifact: str, definition: Definition, isola
             return HostKernel(artifact, spec.entry_symbol, definition)
         return CKernel(artifact, spec.entry_symbol, definition)
     if binding == Binding.TVM_FFI:
+        if isolate:
+            from evoteam.gpu_bench.bindings.python_host import TvmFfiHostKernel
+
+            return TvmFfiHostKernel(artifact, spec.entry_symbol, definition)
         return TvmFfiKernel(artifact, spec.entry_symbol, definition)
     if binding == Binding.PYTHON:
         device = device_for(spec.target_hardware)

@@ -1,4 +1,5 @@
-"""Python candidates on the CPU, run in a Python host process of their own (``python_host_program.py``).
+"""Python and tvm-ffi candidates on the CPU, run in a Python host process of their own
+(``python_host_program.py``).
 
 The same arrangement as the native host (``host.py``): the worker moves the tensors into memfds, the host maps
 them as tensors and calls the candidate, the worker reads the outputs from shared memory, times each call by
@@ -51,6 +52,9 @@ class PythonHostKernel(ProcessHost):
     name = "the Python host"
     start_s = 1800.0  # its import may build an extension (load_inline); the request's own limit still holds
 
+    kind = "python"
+    """What the host loads: ``python`` (an entry file's function) or ``tvm-ffi`` (a module's export)."""
+
     def __init__(self, folder: str, entry_file: str, symbol: str, definition: Definition, dps: bool) -> None:
         self._folder, self._entry_file, self._symbol = folder, entry_file, symbol
         self._definition = definition
@@ -63,7 +67,7 @@ class PythonHostKernel(ProcessHost):
 
     def _command(self, sock: int) -> tuple[list[str], tuple[int, ...], dict[str, str] | None]:
         module = "evoteam.gpu_bench.bindings.python_host_program"
-        flags = [str(os.getpid()), str(self._threads), "1" if self._dps else "0"]
+        flags = [str(os.getpid()), str(self._threads), "1" if self._dps else "0", self.kind]
         where = [self._folder, self._entry_file, self._symbol]
         # -B: no bytecode written into the build cache (its entries stay as built); -u: prints reach the log
         argv = [sys.executable, "-B", "-u", "-m", module, str(sock), *flags, *where]
@@ -155,3 +159,13 @@ def host_pids() -> list[int]:
     """Every running Python host of this worker and what each started, empty hosts included: the worker's
     stray killing spares them between requests."""
     return [pid for host in [*_live, *_empty.values()] for pid in host.pids()]
+
+
+class TvmFfiHostKernel(PythonHostKernel):
+    """A ``tvm-ffi``-binding candidate on the CPU, in a Python host: its module's export is called there on the
+    shared tensors (destination passing), so its native code never runs in the worker."""
+
+    kind = "tvm-ffi"
+
+    def __init__(self, library: str, symbol: str, definition: Definition) -> None:
+        super().__init__(library, "", symbol, definition, dps=True)

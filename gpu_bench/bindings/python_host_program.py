@@ -1,7 +1,10 @@
-"""The Python host: a process of its own that runs one Python candidate on the CPU (see ``python_host.py``).
+"""The Python host: a process of its own that runs one Python or tvm-ffi candidate on the CPU (see
+``python_host.py``).
 
-Run as ``python -m evoteam.gpu_bench.bindings.python_host_program SOCK WORKER THREADS DPS FOLDER FILE SYMBOL``
-(an empty ``FOLDER`` runs the empty kernel, whose round trip timing subtracts). It arranges to die with the
+Run as ``python -m evoteam.gpu_bench.bindings.python_host_program SOCK WORKER THREADS DPS KIND FOLDER FILE
+SYMBOL``: ``KIND`` is ``python`` (``FOLDER`` is the solution's, ``FILE`` its entry file) or ``tvm-ffi``
+(``FOLDER`` is the module's library); an empty ``FOLDER`` runs the empty kernel, whose round trip timing
+subtracts. It arranges to die with the
 worker, becomes a child subreaper (what the candidate starts stays its descendant, which the worker stops
 and kills with it), restricts its writes with Landlock to its own folders (``landlock.py``,
 ``writable_folders``), installs the seccomp program the worker sends first (``confine.py``: no other process
@@ -167,7 +170,7 @@ def serve(sock: socket.socket, fn: Callable[..., object], dps: bool, empty: bool
 
 
 def main(argv: Sequence[str]) -> int:
-    sock_fd, worker, threads, dps_flag, folder, entry_file, symbol = argv
+    sock_fd, worker, threads, dps_flag, kind, folder, entry_file, symbol = argv
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != int(worker):  # the worker died before the death signal was armed
@@ -190,11 +193,14 @@ def main(argv: Sequence[str]) -> int:
     dps, empty = dps_flag == "1", not folder
     fn: Callable[..., object] = lambda *_: None  # noqa: E731 - the empty kernel
     if not empty:
-        from evoteam.gpu_bench.bindings import KernelLoadError
-        from evoteam.gpu_bench.bindings.python_fn import load_function
+        from evoteam.gpu_bench.bindings import KernelLoadError, python_fn, tvm_ffi
 
-        try:
-            fn = load_function(Path(folder), entry_file, symbol)
+        try:  # FOLDER is the tvm-ffi module's library; else the solution's folder with the entry file in it
+            fn = (
+                tvm_ffi.load_function(folder, symbol)
+                if kind == "tvm-ffi"
+                else python_fn.load_function(Path(folder), entry_file, symbol)
+            )
         except KernelLoadError as exc:
             sock.send(b"E" + str(exc).encode(errors="replace"))
             return 5

@@ -1,7 +1,8 @@
 """The ``tvm-ffi`` binding (FlashInfer-Bench's default): ``TVM_FFI_DLL_EXPORT_TYPED_FUNC`` on ``TensorView``s.
 
 The entry point takes the inputs then the outputs in definition order (destination passing); scalar inputs
-are plain numbers; axis sizes are read from the tensors' shapes.
+are plain numbers; axis sizes are read from the tensors' shapes. On the CPU the worker runs it in a Python host
+(``python_host.py``: ``TvmFfiHostKernel``), never in its own process.
 """
 
 from __future__ import annotations
@@ -32,25 +33,32 @@ def tvm_ffi_link_flags() -> list[str]:
     return [f"-L{libdir}", "-ltvm_ffi", f"-Wl,-rpath,{libdir}"]
 
 
+def load_function(library: str, symbol: str) -> Any:
+    """The exported entry point of a built tvm-ffi module (KernelLoadError when it cannot be had)."""
+    try:
+        import tvm_ffi
+    except ImportError as exc:
+        raise KernelLoadError(f"the tvm-ffi binding needs apache-tvm-ffi: {exc}") from None
+    try:
+        module = tvm_ffi.load_module(library)
+    except Exception as exc:
+        raise KernelLoadError(f"cannot load {library}: {exc}") from None
+    try:
+        return getattr(module, symbol)
+    except AttributeError:
+        raise KernelLoadError(
+            f"entry point {symbol!r} is not exported (TVM_FFI_DLL_EXPORT_TYPED_FUNC({symbol}, ...))"
+        ) from None
+
+
 class TvmFfiKernel:
+    """A tvm-ffi kernel called in this process (``isolate`` off: the worker's; else ``python_host.py`` hosts it)."""
+
     destination_passing = True
     device = "cpu"
 
     def __init__(self, library: str, symbol: str, definition: Definition) -> None:
-        try:
-            import tvm_ffi
-        except ImportError as exc:
-            raise KernelLoadError(f"the tvm-ffi binding needs apache-tvm-ffi: {exc}") from None
-        try:
-            module = tvm_ffi.load_module(library)
-        except Exception as exc:
-            raise KernelLoadError(f"cannot load {library}: {exc}") from None
-        try:
-            self._fn: Any = getattr(module, symbol)
-        except AttributeError:
-            raise KernelLoadError(
-                f"entry point {symbol!r} is not exported (TVM_FFI_DLL_EXPORT_TYPED_FUNC({symbol}, ...))"
-            ) from None
+        self._fn = load_function(library, symbol)
         self._definition = definition
 
     def bind(self, inputs: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int]) -> Call:
