@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import subprocess
 import sys
 import tempfile
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burners", type=int, default=1, help="CPU-burning processes while timing (0: none)")
     parser.add_argument("--max-time", type=float, default=1.0, help="timing cap per kernel and workload, seconds")
     parser.add_argument("--workloads", type=int, default=0, help="only the first N workloads (0: all)")
+    parser.add_argument("--json", type=Path, help="also write the rows here (the device check's figures read it)")
     args = parser.parse_args(argv)
     console = Console(width=140)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
@@ -76,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             task = find_task("rmsnorm" if kernel == "reference" else kernel, EXAMPLE)
             rows += _bench(kernel, task, config, Path(cache), args.workloads, console)
     _print(rows, console, args.burners)
+    if args.json:
+        args.json.write_text(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
     return 0
 
 

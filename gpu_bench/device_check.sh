@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Device check: run from the repository root on a GPU machine with Python and nvcc (torch optional); about 8
 # minutes at most on an H200. It compiles the CUDA examples, sets up a venv, benches them (naive vs improved,
-# the pycuda variant), compares our GPU timing with triton's do_bench, runs `pytest -m gpu`, `evoteam check`
-# and `evoteam profile`, then prints one figures table. Every step has a time limit; a failed step is
+# the pycuda variant), runs `evoteam check` and `evoteam profile`, compares our GPU timing with triton's
+# do_bench, measures the improved kernel against the device's copy bandwidth and against a copy of itself,
+# runs `pytest -m gpu` and the offline team on the naive kernel, then prints the figures. Every step has a time limit; a failed step is
 # reported and the script goes on. Without a GPU it stops after the compile step and the wheel folder's check:
 # exit 3.
 #
@@ -11,7 +12,7 @@
 #                             `python3 gpu_bench/wheelhouse.py build`): every install is `pip --no-index` from it, and
 #                             pycuda is built from its source archive there; the wheel built is left in OUT
 #   EVOTEAM_VENV=DIR          the venv to create or use (default: .venv; created with system site packages)
-#   EVOTEAM_CHECK_BUDGET_S=N  total seconds for all steps (default 460)
+#   EVOTEAM_CHECK_BUDGET_S=N  total seconds for all steps (default 470)
 #   CUDA_VISIBLE_DEVICES=     (set and empty) behave as on a machine without a GPU
 #
 # Exit status: 0 every step passed or was skipped, 1 some step failed, 3 no GPU (the compile step passed).
@@ -21,7 +22,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 2
 out=${OUT:-$(mktemp -d -t evoteam-device-check.XXXXXX)}
 mkdir -p "$out/logs"
-budget=${EVOTEAM_CHECK_BUDGET_S:-460}
+budget=${EVOTEAM_CHECK_BUDGET_S:-470}
 start=$SECONDS
 results=()  # "name|status|seconds"
 failed=0
@@ -248,7 +249,7 @@ if torch.cuda.is_available():
 EOF
 evoteam=("$py" -m evoteam.cli.main)
 
-# ---- 5. bench the CUDA examples, check, profile, compare timings, the pycuda example, GPU tests ------------------
+# ---- 5. bench, check, profile, compare with do_bench, roofline, identical kernels, pycuda, GPU tests, team ------
 cd "$repo/examples/rmsnorm" || exit 2
 bench() { STEP_STDOUT="$out/bench_$1.json" step "bench-$1" 150 "${evoteam[@]}" bench "$1" --json --max-time 1; }
 bench rmsnorm_cuda_naive
@@ -277,12 +278,19 @@ fi
 cd "$repo" || exit 2
 STEP_SKIP_RC=3 step compare 120 "$py" -m evoteam.gpu_bench.device_compare compare --json "$out/compare.json"
 show compare
+STEP_SKIP_RC=3 step roofline 150 "$py" -m evoteam.gpu_bench.device_compare roofline --json "$out/roofline.json"
+show roofline
+step identical 120 "$py" benchmarks/self_consistency.py --kernels rmsnorm_cuda --burners 0 --max-time 0.3 \
+  --json "$out/identical.json"
+tail -n 4 "$out/logs/identical.log" | sed 's/^/   /'
 finish_pycuda_build
 cd "$repo/examples/rmsnorm" || exit 2
 bench rmsnorm_pycuda
 cd "$repo" || exit 2
-step pytest-gpu 240 "$py" -m pytest -m gpu -q -p no:cacheprovider
+step pytest-gpu 240 "$py" -m pytest -m gpu -q -p no:cacheprovider --junitxml "$out/pytest-gpu.xml"
 tail -n 5 "$out/logs/pytest-gpu.log" | sed 's/^/   /'
+step offline-team 200 "$py" -m evoteam.gpu_bench.device_compare offline-team --json "$out/evolve.json"
+tail -n 3 "$out/logs/offline-team.log" | sed 's/^/   /'
 
 # ---- 6. figures -----------------------------------------------------------------------------------------------------
 echo

@@ -1,10 +1,16 @@
 """Device-check helpers: time one CUDA example kernel with evoteam's evaluator and with Triton's ``do_bench``
-on the same inputs, and print the figures table of a device check from the JSON files it wrote.
+on the same inputs, measure a kernel against the device's copy bandwidth, run the offline team, and print the
+figures of a device check from the files it wrote.
 
 ``python -m evoteam.gpu_bench.device_compare compare [--kernel K] [--root DIR] [--json FILE]``: exit 0 when
 both timings exist, 1 when the kernel failed, 2 on bad input, 3 when skipped (no GPU, no triton).
+``python -m evoteam.gpu_bench.device_compare roofline [--kernel K] [--values 16384,65536] [--json FILE]``: the
+kernel's bandwidth on large workloads as a fraction of the device's measured copy bandwidth (on the CPU too).
+``python -m evoteam.gpu_bench.device_compare offline-team [--kernel K] [--rounds N] [--json FILE]``: evolve the
+kernel with the offline team and keep the run's ``evoteam show --json``.
 ``python -m evoteam.gpu_bench.device_compare table DIR``: the table of ``DIR/bench_*.json`` (``evoteam bench
---json`` output) and ``DIR/compare.json``.
+--json`` output) and ``DIR/compare.json``, then one line per other figure the check wrote (identical kernels,
+ours vs do_bench per workload, the roofline, the ncu counters, the GPU tests, the offline team).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import json
 import math
 import statistics
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,17 +69,18 @@ def geomean(values: Sequence[float]) -> float | None:
 
 
 def ours(
-    kernel: str, root: Path, max_time_s: float
+    kernel: str, root: Path, max_time_s: float, workloads: list[Workload] | None = None
 ) -> tuple[KernelTask, list[Workload], dict[str, tuple[float | None, float | None]], dict[str, str]]:
-    """The kernel's task, workloads, per-workload (median ms, launch ms) and status through the evaluator's
-    worker."""
+    """The kernel's task, workloads (its own, or those given), per-workload (median ms, launch ms) and status
+    through the evaluator's worker."""
     from evoteam.gpu_bench.runner import LocalRunner
     from evoteam.gpu_bench.task import find_task
     from evoteam.gpu_bench.timing.statistics import TimingConfig
     from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
     task = find_task(kernel, root)
-    definition, workloads = task.load_definition(), task.load_workloads()
+    definition = task.load_definition()
+    workloads = task.load_workloads() if workloads is None else workloads
     config = EvalConfig(timing=TimingConfig(max_time_s=max_time_s))
     runner = LocalRunner()
     try:
@@ -171,6 +179,187 @@ def compare(args: argparse.Namespace) -> int:
     return 0 if len(result.ratios()) == len(workloads) else 1
 
 
+# ---- roofline ------------------------------------------------------------------------------------------------------
+
+
+class RooflinePoint(BaseModel):
+    axes: dict[str, int]
+    bytes: int
+    """Every input and output tensor's bytes: what the kernel reads and writes at least once."""
+    median_ms: float | None
+    status: str
+
+    @property
+    def gbps(self) -> float | None:
+        return self.bytes / (self.median_ms * 1e-3) / 1e9 if self.median_ms else None
+
+
+class Roofline(BaseModel):
+    """A kernel's memory bandwidth on large workloads, as a fraction of the device's measured copy bandwidth."""
+
+    kernel: str
+    device: str
+    copy_gbps: float
+    """A copy of ``copy_bytes`` on the device, bytes read plus bytes written per second (median of repeats)."""
+    copy_bytes: int
+    seconds: float
+    """Wall time of the evaluator's run over every point: build, inputs, verification and timing."""
+    points: list[RooflinePoint]
+
+    def fraction(self, point: RooflinePoint) -> float | None:
+        gbps = point.gbps
+        return gbps / self.copy_gbps if gbps is not None and self.copy_gbps > 0 else None
+
+
+def tensor_bytes(task: KernelTask, axes: dict[str, int]) -> int:
+    """The bytes of every input and output tensor of the task's definition at these axis values."""
+    from evoteam.gpu_bench.bindings.dtypes import torch_dtype
+
+    definition = task.load_definition()
+    values = definition.axis_values(axes)
+    total = 0
+    for spec in [*definition.inputs.values(), *definition.outputs.values()]:
+        shape = definition.shape_of(spec, values)
+        if shape is not None:
+            total += math.prod(shape) * torch_dtype(spec.dtype).itemsize
+    return total
+
+
+def copy_gbps(device: str, nbytes: int, repeats: int = 10) -> float:
+    """Bandwidth of a device-to-device (on the CPU: memory-to-memory) copy of ``nbytes``, counting the bytes
+    read and the bytes written, in GB/s: the median of ``repeats`` copies after one warm-up."""
+    import time
+
+    import torch
+
+    source = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    target.copy_(source)
+    times_s: list[float] = []
+    for _ in range(repeats):
+        if device == "cuda":
+            cuda: Any = torch.cuda  # Event's constructor is untyped
+            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            start.record()
+            target.copy_(source)
+            end.record()
+            end.synchronize()
+            times_s.append(float(start.elapsed_time(end)) / 1e3)
+        else:
+            began = time.perf_counter()
+            target.copy_(source)
+            times_s.append(time.perf_counter() - began)
+    return 2 * nbytes / statistics.median(times_s) / 1e9
+
+
+def roofline(args: argparse.Namespace) -> int:
+    import time
+
+    from evoteam.gpu_bench.task import TaskError, find_task
+
+    try:
+        task = find_task(args.kernel, args.root)
+        first = task.load_workloads()[0]
+    except (TaskError, IndexError) as exc:
+        print(f"device_compare: error: {exc or 'the task has no workloads'}", file=sys.stderr)
+        return 2
+    on_gpu = task.target.startswith("sm_")
+    if on_gpu:
+        try:
+            import torch
+        except ImportError:
+            print("device_compare: torch is not installed: skipped", file=sys.stderr)
+            return SKIPPED
+        if not torch.cuda.is_available():
+            print("device_compare: no CUDA GPU: skipped", file=sys.stderr)
+            return SKIPPED
+    if args.axis not in first.axes:
+        print(f"device_compare: error: the task's workloads have no axis {args.axis!r}", file=sys.stderr)
+        return 2
+    workloads = [
+        first.model_copy(update={"uuid": f"roofline-{value}", "axes": {**first.axes, args.axis: value}})
+        for value in args.values
+    ]
+    device = "cuda" if on_gpu else "cpu"
+    copy_bytes = args.copy_mib * 2**20
+    bandwidth = copy_gbps(device, copy_bytes)
+    began = time.perf_counter()
+    try:
+        _, _, medians, statuses = ours(args.kernel, args.root, args.max_time, workloads)
+    except RuntimeError as exc:
+        print(f"device_compare: {exc}", file=sys.stderr)
+        return 1
+    points = [
+        RooflinePoint(
+            axes=w.axes,
+            bytes=tensor_bytes(task, w.axes),
+            median_ms=medians.get(w.uuid, (None, None))[0],
+            status=statuses.get(w.uuid, ""),
+        )
+        for w in workloads
+    ]
+    result = Roofline(
+        kernel=args.kernel,
+        device=device,
+        copy_gbps=bandwidth,
+        copy_bytes=copy_bytes,
+        seconds=time.perf_counter() - began,
+        points=points,
+    )
+    print(f"copy bandwidth ({device}, {args.copy_mib} MiB, read + write): {bandwidth:.0f} GB/s")
+    for line in roofline_lines(result):
+        print(line)
+    if args.json:
+        args.json.write_text(result.model_dump_json(indent=2))
+    return 0 if all(point.gbps is not None for point in points) else 1
+
+
+def roofline_lines(result: Roofline) -> list[str]:
+    lines = []
+    for point in result.points:
+        axes = " ".join(f"{k}={v}" for k, v in point.axes.items())
+        fraction = result.fraction(point)
+        if fraction is None:
+            lines.append(f"{result.kernel} {axes}: {point.status or 'no timing'}")
+            continue
+        lines.append(
+            f"{result.kernel} {axes}: {point.bytes / 2**20:.1f} MiB moved in {point.median_ms:.4f} ms: "
+            f"{point.gbps:.0f} GB/s, {fraction:.0%} of the copy's {result.copy_gbps:.0f} GB/s"
+        )
+    lines.append(f"(all points benched in {result.seconds:.1f} s: build, inputs, verification, timing)")
+    return lines
+
+
+# ---- the offline team ------------------------------------------------------------------------------------------------
+
+
+def offline_team(args: argparse.Namespace) -> int:
+    """``evoteam evolve KERNEL --llm offline`` in the task's folder, then that run's ``evoteam show --json``."""
+    import subprocess
+
+    cli = [sys.executable, "-m", "evoteam.cli.main"]
+    evolve = [*cli, "evolve", args.kernel, "--llm", "offline", "--rounds", str(args.rounds)]
+    proc = subprocess.run(evolve, cwd=args.root, check=False)
+    if proc.returncode != 0:
+        print(f"device_compare: evoteam evolve exited with {proc.returncode}", file=sys.stderr)
+        return 1
+    runs = subprocess.run([*cli, "runs"], cwd=args.root, capture_output=True, text=True, check=False).stdout
+    ids = [line.split("\t")[0] for line in runs.splitlines() if line.split("\t")[1:2] == [args.kernel]]
+    if not ids:
+        print(f"device_compare: no run of {args.kernel} is listed by evoteam runs", file=sys.stderr)
+        return 1
+    shown = subprocess.run(
+        [*cli, "show", ids[-1], "--json"], cwd=args.root, capture_output=True, text=True, check=False
+    )
+    if shown.returncode != 0:
+        print(f"device_compare: evoteam show {ids[-1]} failed: {shown.stderr.strip()}", file=sys.stderr)
+        return 1
+    if args.json:
+        args.json.write_text(shown.stdout)
+    print(*_offline_team_lines(json.loads(shown.stdout)), sep="\n")
+    return 0
+
+
 # ---- table ---------------------------------------------------------------------------------------------------------
 
 
@@ -206,6 +395,141 @@ def figures_rows(folder: Path) -> list[list[str]]:
     return rows
 
 
+def figure_lines(folder: Path) -> list[str]:
+    """The device check's other figures, one line each, from the files its steps wrote (each says when its file
+    is missing or unreadable): identical kernels, ours vs do_bench per workload, the roofline, the ncu
+    counters, the GPU tests (the private-stream case among them) and the offline team's result."""
+    lines = []
+    for label, reader in (
+        ("identical kernels", _identical),
+        ("ours / do_bench", _per_workload),
+        ("roofline", _roofline),
+        ("ncu", _ncu),
+        ("GPU tests", _gpu_tests),
+        ("offline team", _offline_team),
+    ):
+        try:
+            found = reader(folder)
+        except (OSError, ValueError, KeyError, TypeError, IndexError, ET.ParseError) as exc:
+            found = [f"unreadable ({type(exc).__name__}: {exc})"]
+        lines += [f"{label}: {line}" for line in found]
+    return lines
+
+
+def _identical(folder: Path) -> list[str]:
+    path = folder / "identical.json"
+    if not path.is_file():
+        return ["not run"]
+    rows = json.loads(path.read_text())
+    by_kernel: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_kernel.setdefault(row["kernel"], []).append(row)
+    lines = []
+    for kernel, kernel_rows in by_kernel.items():
+        paired = [r["paired"] for r in kernel_rows if r["paired"] is not None]
+        held = sum(1 for r in kernel_rows if r["ci"] and r["ci"][0] <= 1.0 <= r["ci"][1])
+        if not paired:
+            lines.append(f"{kernel} against a copy: no ratio")
+            continue
+        lines.append(
+            f"{kernel} against a copy: paired ratios {min(paired):.3f}-{max(paired):.3f} over {len(kernel_rows)} "
+            f"workloads, {held}/{len(kernel_rows)} intervals hold 1"
+        )
+    return lines
+
+
+def _per_workload(folder: Path) -> list[str]:
+    path = folder / "compare.json"
+    if not path.is_file():
+        return ["not run"]
+    comparison = Comparison.model_validate_json(path.read_text())
+    cells = []
+    for w in comparison.workloads:
+        axes = ",".join(f"{k}={v}" for k, v in w.axes.items()) or w.uuid[:8]
+        cells.append(f"{axes} {w.ratio:.3f}" if w.ratio is not None else f"{axes} -")
+    within = sum(1 for r in comparison.ratios() if 0.95 <= r <= 1.05)
+    return [f"{comparison.kernel}: {'; '.join(cells)} ({within}/{len(comparison.workloads)} within 5%)"]
+
+
+def _roofline(folder: Path) -> list[str]:
+    path = folder / "roofline.json"
+    if not path.is_file():
+        return ["not run"]
+    result = Roofline.model_validate_json(path.read_text())
+    return [f"copy {result.copy_gbps:.0f} GB/s ({result.device})", *roofline_lines(result)]
+
+
+def _ncu(folder: Path) -> list[str]:
+    paths = sorted(folder.glob("profile_*.json"))
+    if not paths:
+        return ["not run"]
+    lines = []
+    for path in paths:
+        payload = json.loads(path.read_text()) if path.stat().st_size else {}
+        kernels = payload.get("kernels") or []
+        if not kernels:
+            lines.append(
+                f"{path.stem.removeprefix('profile_')}: no kernel profiled ({payload.get('error') or 'empty'})"
+            )
+            continue
+        for k in kernels:
+            memory = k.get("memory") or {}
+            duration = k.get("duration_us")
+            read, written = memory.get("dram_bytes_read"), memory.get("dram_bytes_written")
+            lines.append(
+                f"{str(k.get('name', '?'))[:40]}: duration {f'{duration} us' if duration is not None else 'MISSING'}, "
+                f"DRAM bytes read {read if read is not None else 'MISSING'}, "
+                f"written {written if written is not None else 'MISSING'}"
+            )
+    return lines
+
+
+def _gpu_tests(folder: Path) -> list[str]:
+    path = folder / "pytest-gpu.xml"
+    if not path.is_file():
+        return ["not run"]
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    private: list[str] = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        outcome = "passed"
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcome = "failed"
+        elif case.find("skipped") is not None:
+            outcome = "skipped"
+        counts[outcome] += 1
+        if "private_stream" in case.get("name", ""):
+            private.append(outcome)
+    line = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+    if private:
+        verdict = {"passed": "rejected (its test passed)", "failed": "NOT rejected (its test failed)"}
+        line += f"; the private-stream kernel: {verdict.get(private[0], private[0])}"
+    return [line]
+
+
+def _offline_team(folder: Path) -> list[str]:
+    path = folder / "evolve.json"
+    if not path.is_file():
+        return ["not run"]
+    return _offline_team_lines(json.loads(path.read_text()))
+
+
+def _offline_team_lines(run: dict[str, Any]) -> list[str]:
+    """A run's result (``evoteam show --json``): its best over the start, the start over the task's baseline."""
+    start = (run.get("start") or {}).get("geomean_speedup")
+    rounds = len(run.get("rounds") or [])
+    kernel = (run.get("config") or {}).get("kernel") or "the kernel"
+    head = f"{kernel}, {rounds} round(s)"
+    if start is None:
+        return [f"{head}: the start did not pass"]
+    best, best_speedup = run.get("best"), run.get("best_speedup")
+    if best is None or best_speedup is None:
+        return [f"{head}: no improvement over the start, which is {start:.3f}x of the baseline"]
+    return [
+        f"{head}: best {best} at {best_speedup:.3f}x of the start, which is {start:.3f}x of the baseline: "
+        f"{best_speedup * start:.3f}x of the baseline"
+    ]
+
+
 def table(args: argparse.Namespace) -> int:
     header = ["kernel", "workloads", "median us", "speedup (geomean)", "ours/do_bench", "pass/fail"]
     rows = figures_rows(args.folder)
@@ -215,7 +539,20 @@ def table(args: argparse.Namespace) -> int:
     if not rows:
         print(f"(no bench_*.json in {args.folder})")
     print("median us: the median over workloads of each workload's median; speedup: against the task's baseline")
+    print()
+    for line in figure_lines(args.folder):
+        print(line)
     return 0
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated integers: {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers: {text!r}")
+    return values
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,6 +564,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--max-time", type=float, default=1.0, help="our timing budget per workload, seconds")
     c.add_argument("--json", type=Path, help="write the comparison here")
     c.set_defaults(run=compare)
+    r = sub.add_parser("roofline", help="a kernel's bandwidth on large workloads against the device's copy")
+    r.add_argument("--kernel", default="rmsnorm_cuda")
+    r.add_argument("--root", type=Path, default=Path("examples/rmsnorm"), help="folder with the evoteam.toml")
+    r.add_argument("--axis", default="batch_size", help="the axis to set (default %(default)s)")
+    r.add_argument("--values", type=_ints, default=[16384, 65536], help="its values, comma-separated")
+    r.add_argument("--copy-mib", type=int, default=1024, help="size of the copy timed for the device's bandwidth")
+    r.add_argument("--max-time", type=float, default=0.5, help="our timing budget per workload, seconds")
+    r.add_argument("--json", type=Path, help="write the result here")
+    r.set_defaults(run=roofline)
+    o = sub.add_parser("offline-team", help="evolve a kernel with the offline team; keep the run's result")
+    o.add_argument("--kernel", default="rmsnorm_cuda_naive")
+    o.add_argument("--root", type=Path, default=Path("examples/rmsnorm"), help="folder with the evoteam.toml")
+    o.add_argument("--rounds", type=int, default=2)
+    o.add_argument("--json", type=Path, help="write the run's `evoteam show --json` here")
+    o.set_defaults(run=offline_team)
     t = sub.add_parser("table", help="the figures table of a device check's output folder")
     t.add_argument("folder", type=Path)
     t.set_defaults(run=table)

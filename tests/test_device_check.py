@@ -13,8 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-from evoteam.gpu_bench.device_compare import Comparison, WorkloadTiming, figures_rows, main
+from conftest import REPO, benchmark_script
+from evoteam.gpu_bench.device_compare import (
+    SKIPPED,
+    Comparison,
+    Roofline,
+    RooflinePoint,
+    WorkloadTiming,
+    figure_lines,
+    figures_rows,
+    main,
+)
 from wheel_files import complete_folder, make_sdist
 
 SCRIPT = REPO / "gpu_bench" / "device_check.sh"
@@ -124,3 +133,95 @@ def test_figures_table_from_recorded_results(tmp_path: Path, capsys: pytest.Capt
 def test_compare_skips_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "--root", str(REPO / "examples" / "rmsnorm")]) == 3
     assert "skipped" in capsys.readouterr().err
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="4">
+<testcase classname="tests.test_adversarial_gpu" name="test_cheat[gpu_private_stream.cu-another stream]">
+<failure message="assert PASSED != PASSED"/></testcase>
+<testcase classname="tests.test_adversarial_gpu" name="test_a_gpu_cheat_is_rejected[gpu_pointer_cache.cu-x]"/>
+<testcase classname="tests.test_gpu_runtime" name="test_sync"/>
+<testcase classname="tests.test_profile" name="test_ncu"><skipped message="needs ncu"/></testcase>
+</testsuite></testsuites>"""
+
+
+@pytest.mark.unit
+def test_the_other_figures_from_recorded_files(tmp_path: Path) -> None:
+    assert figure_lines(tmp_path) == [
+        f"{label}: not run"
+        for label in ("identical kernels", "ours / do_bench", "roofline", "ncu", "GPU tests", "offline team")
+    ]
+    rows = [
+        {"kernel": "rmsnorm_cuda", "workload": "batch_size=1", "paired": 0.99, "ci": [0.98, 1.01], "unpaired": 1.2},
+        {"kernel": "rmsnorm_cuda", "workload": "batch_size=7", "paired": 1.04, "ci": [1.02, 1.06], "unpaired": 0.9},
+    ]
+    (tmp_path / "identical.json").write_text(json.dumps(rows))
+    comparison = Comparison(
+        kernel="rmsnorm_cuda",
+        workloads=[
+            WorkloadTiming(uuid="a", axes={"batch_size": 1}, ours_ms=0.0042, do_bench_ms=0.0040, status="PASSED"),
+            WorkloadTiming(uuid="b", axes={"batch_size": 7}, ours_ms=None, do_bench_ms=0.0110, status="TIMEOUT"),
+        ],
+    )
+    (tmp_path / "compare.json").write_text(comparison.model_dump_json())
+    point = RooflinePoint(axes={"batch_size": 16384}, bytes=2 * 16384 * 4096 * 2, median_ms=0.05, status="PASSED")
+    failed = RooflinePoint(axes={"batch_size": 65536}, bytes=1, median_ms=None, status="TIMEOUT slow")
+    roof = Roofline(kernel="rmsnorm_cuda", device="cuda", copy_gbps=4000.0, copy_bytes=2**30, seconds=12.5,
+                    points=[point, failed])  # fmt: skip
+    (tmp_path / "roofline.json").write_text(roof.model_dump_json())
+    kernel = {"name": "rmsnorm_kernel", "duration_us": 12.5, "memory": {"dram_bytes_read": 1e6}}
+    (tmp_path / "profile_rmsnorm_cuda.json").write_text(json.dumps({"kernels": [kernel]}))
+    (tmp_path / "pytest-gpu.xml").write_text(JUNIT)
+    run = {"config": {"kernel": "rmsnorm_cuda_naive"}, "rounds": [{}, {}], "best": "r02-x", "best_speedup": 2.0,
+           "start": {"geomean_speedup": 0.25}}  # fmt: skip
+    (tmp_path / "evolve.json").write_text(json.dumps(run))
+    lines = figure_lines(tmp_path)
+    assert lines == [
+        "identical kernels: rmsnorm_cuda against a copy: paired ratios 0.990-1.040 over 2 workloads, 1/2 intervals "
+        "hold 1",
+        "ours / do_bench: rmsnorm_cuda: batch_size=1 1.050; batch_size=7 - (1/2 within 5%)",
+        "roofline: copy 4000 GB/s (cuda)",
+        "roofline: rmsnorm_cuda batch_size=16384: 256.0 MiB moved in 0.0500 ms: 5369 GB/s, 134% of the copy's "
+        "4000 GB/s",
+        "roofline: rmsnorm_cuda batch_size=65536: TIMEOUT slow",
+        "roofline: (all points benched in 12.5 s: build, inputs, verification, timing)",
+        "ncu: rmsnorm_kernel: duration 12.5 us, DRAM bytes read 1000000.0, written MISSING",
+        "GPU tests: 2 passed, 1 failed, 1 skipped; the private-stream kernel: NOT rejected (its test failed)",
+        "offline team: rmsnorm_cuda_naive, 2 round(s): best r02-x at 2.000x of the start, which is 0.250x of the "
+        "baseline: 0.500x of the baseline",
+    ]
+    (tmp_path / "evolve.json").write_text(json.dumps({**run, "best": None, "best_speedup": None}))
+    (tmp_path / "pytest-gpu.xml").write_text("<testsuites><testsuite")
+    lines = figure_lines(tmp_path)
+    assert lines[-1] == "offline team: rmsnorm_cuda_naive, 2 round(s): no improvement over the start, which is " \
+        "0.250x of the baseline"  # fmt: skip
+    assert lines[-2].startswith("GPU tests: unreadable (ParseError")
+
+
+@pytest.mark.integration
+def test_the_roofline_runs_on_the_cpu_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "roofline.json"
+    root = REPO / "examples" / "rmsnorm"
+    args = ["roofline", "--kernel", "rmsnorm", "--root", str(root), "--values", "16,64", "--copy-mib", "16"]
+    assert main([*args, "--max-time", "0.05", "--json", str(out)]) == 0
+    result = Roofline.model_validate_json(out.read_text())
+    assert result.device == "cpu" and result.copy_gbps > 0
+    assert [p.axes["batch_size"] for p in result.points] == [16, 64]
+    assert [p.bytes for p in result.points] == [(2 * n * 4096 + 4096) * 2 for n in (16, 64)]  # bf16 in, weight, out
+    assert all(p.status.startswith("PASSED") and p.gbps for p in result.points)
+    assert "of the copy's" in capsys.readouterr().out
+    assert main(["roofline", "--kernel", "rmsnorm", "--root", str(root), "--axis", "rows"]) == 2
+    assert main(["roofline", "--kernel", "rmsnorm_cuda", "--root", str(root)]) in (SKIPPED, 0, 1)  # no GPU: skipped
+
+
+@pytest.mark.integration
+def test_self_consistency_writes_its_rows_for_the_figures(tmp_path: Path) -> None:
+    out = tmp_path / "identical.json"
+    with benchmark_script("self_consistency") as module:
+        args = ["--kernels", "rmsnorm", "--burners", "0", "--max-time", "0.05", "--workloads", "2"]
+        assert module.main([*args, "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["kernel"] for r in rows] == ["rmsnorm", "rmsnorm"]
+    assert all(r["paired"] > 0 and len(r["ci"]) == 2 for r in rows)
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "identical.json").write_text(out.read_text())
+    assert figure_lines(tmp_path / "figures")[0].startswith("identical kernels: rmsnorm against a copy: paired ratios")
