@@ -8,7 +8,8 @@ see the GPU's work, not the host's launch (a binding whose launch takes 40 µs o
 otherwise measured 45 µs). The launch's host time is reported apart (``TimingStats.launch_ms``). The events
 are on torch's current stream, where every binding launches. A kernel that puts its work on another stream
 would escape them, so the events are cross-checked by the wall clock over back-to-back calls; when the two
-disagree wildly the timing fails. The device sits behind a small Protocol, so the logic runs here with a fake.
+disagree wildly the timing fails (a short kernel on another stream escapes that too: ``streams.py`` audits
+where its work runs). The device sits behind a small Protocol, so the logic runs here with a fake.
 """
 
 from __future__ import annotations

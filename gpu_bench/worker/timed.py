@@ -31,6 +31,7 @@ from evoteam.gpu_bench.timing.gpu import (
 from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, device_key, gpu_lock
 from evoteam.gpu_bench.timing.paired import Measure, cpu_measure, time_pair
 from evoteam.gpu_bench.timing.statistics import PairedStats, TimingStats, net_ms
+from evoteam.gpu_bench.timing.streams import TorchStreamDevice, audit_streams
 from evoteam.gpu_bench.verify.compare import Errors, Mismatch
 from evoteam.gpu_bench.verify.inputs import Value
 from evoteam.gpu_bench.worker.evaluate import (
@@ -220,6 +221,8 @@ def time_workload(
         poison()  # every set: the one it is not given holds the last pair's answers (and stays poisoned)
         timed()
         synchronize(kernel.device)
+        if kernel.device == CUDA and kernel.destination_passing:
+            _audit_streams(kernel, buffers, sets[side[0]], axes, stats.median_ms, config.timeout_s)
     except TimingMismatch as exc:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"while timing: {exc}")
     except IncumbentMismatch as exc:
@@ -452,6 +455,26 @@ def _cpu_flush(
         tensors = [v for v in buffers.values() if isinstance(v, torch.Tensor)] + list(outputs.values())
         return operand_flusher(tensors)
     return None
+
+
+def _audit_streams(
+    kernel: Kernel, buffers: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int],
+    median_ms: float, wait_s: float,
+) -> None:  # fmt: skip
+    """The stream audit (``timing/streams.py``) on these outputs, under the GPU's lock (its busy-wait would
+    disturb another worker's timing): TimingMismatch when the kernel's work runs on another stream than the
+    one it is given. The outputs are left as the kernel wrote them."""
+    gpu = current_cuda_device()
+    with gpu_lock(device_key(gpu.index), wait_s=wait_s):
+        found = audit_streams(
+            lambda: kernel.bind(buffers, outputs, axes),
+            outputs,
+            lambda: fill_sentinel(outputs),
+            median_ms,
+            TorchStreamDevice(gpu.hold),
+        )
+    if found.verdict == "elsewhere":
+        raise TimingMismatch(found.detail)
 
 
 def _time_on_gpu(timed: Call, config: EvalConfig, before_sample: Callable[[int], None]) -> TimingStats:

@@ -1,0 +1,136 @@
+"""Does a CUDA kernel do its work on the stream it is given? The stream audit, once per workload after timing.
+
+CUDA events time the work on the stream the harness passes (torch's current stream). A kernel that launches
+its work on a stream of its own, or on the legacy default stream, escapes them and measures as almost
+nothing; on the H200 such a kernel PASSED. The audit holds a stream of the harness's (a GPU busy-wait at its
+head), binds and calls the kernel on it, lets the GPU run for a while, and copies the outputs on a second
+stream. Nothing queued on the held stream can have run yet, so outputs that changed were written by work on
+another stream: the kernel is rejected. Whether the held stream was still held when the copy finished is
+asked of the GPU; when it was not (the call waited for the GPU, or the host was too slow), the audit says it
+is inconclusive and rejects nothing. Outputs are poisoned first, so an output written with the same bytes it
+held still counts as written. The device sits behind a small Protocol: the logic runs here with a fake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import torch
+
+HOLD_MIN_MS = 20.0
+HOLD_MAX_MS = 2000.0
+"""The held stream's busy-wait: ``HOLD_MIN_MS`` plus eight times the kernel's median, at most ``HOLD_MAX_MS``."""
+
+
+class StreamDevice(Protocol):
+    def streams(self) -> tuple[Any, Any]:
+        """Two streams of the harness's: the one the kernel is given, the one that reads its outputs."""
+        ...
+
+    def on(self, stream: Any) -> contextlib.AbstractContextManager[object]:
+        """Makes ``stream`` the current stream for the block."""
+        ...
+
+    def hold(self, ms: float) -> None:
+        """A GPU busy-wait of about ``ms`` on the current stream (returns at once on the host)."""
+        ...
+
+    def snapshot(self, tensors: Sequence[torch.Tensor], stream: Any) -> list[torch.Tensor]:
+        """Copies of ``tensors`` made on ``stream``, waited for."""
+        ...
+
+    def busy(self, stream: Any) -> bool:
+        """Whether work queued on ``stream`` has not finished yet."""
+        ...
+
+    def synchronize(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class StreamAudit:
+    verdict: Literal["on-stream", "elsewhere", "inconclusive"]
+    detail: str = ""
+
+
+def audit_streams(
+    bind: Callable[[], Callable[[], object]],
+    outputs: Mapping[str, torch.Tensor],
+    poison: Callable[[], None],
+    median_ms: float,
+    device: StreamDevice,
+    sleep: Callable[[float], None] = time.sleep,
+) -> StreamAudit:
+    """Binds (``bind``, on the held stream: bindings take the current stream when they bind, Python kernels when
+    they run) and calls the kernel once while the stream it is given is held, then reads ``outputs``."""
+    device.synchronize()
+    poison()
+    device.synchronize()
+    before = [t.clone() for t in outputs.values()]
+    given, observer = device.streams()
+    hold_ms = min(HOLD_MAX_MS, HOLD_MIN_MS + 8 * median_ms)
+    with device.on(given):
+        call = bind()
+        device.hold(hold_ms)
+        call()
+    sleep(min(hold_ms / 2, 2 * median_ms + 5.0) / 1e3)  # work on another stream gets the time to finish
+    after = device.snapshot(list(outputs.values()), observer)
+    held = device.busy(given)
+    device.synchronize()
+    if not held:
+        return StreamAudit(
+            "inconclusive",
+            f"the stream it was given ran its {hold_ms:.0f} ms busy-wait out before its outputs were read (the "
+            "call waits for the GPU, or the host was slow)",
+        )
+    changed = [name for name, a, b in zip(outputs, before, after, strict=True) if not _same_bytes(a, b)]
+    if changed:
+        return StreamAudit(
+            "elsewhere",
+            f"output(s) {', '.join(changed)} changed while the stream the kernel was given was held: its work runs "
+            "on another stream, which CUDA events on the given stream do not time (launch on the stream the "
+            "harness passes, torch.cuda.current_stream())",
+        )
+    return StreamAudit("on-stream")
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise: NaN poison equals itself."""
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+class TorchStreamDevice:
+    """torch's current CUDA device for the audit: two streams of its pool, the busy-wait of ``TorchCudaDevice``."""
+
+    def __init__(self, hold: Callable[[float], None]) -> None:
+        self._hold = hold
+        self._streams: tuple[Any, Any] | None = None
+
+    def streams(self) -> tuple[Any, Any]:
+        if self._streams is None:
+            cuda: Any = torch.cuda  # Stream's constructor is untyped
+            self._streams = (cuda.Stream(), cuda.Stream())
+        return self._streams
+
+    @contextlib.contextmanager
+    def on(self, stream: Any) -> Iterator[object]:
+        with torch.cuda.stream(stream):
+            yield stream
+
+    def hold(self, ms: float) -> None:
+        self._hold(ms)
+
+    def snapshot(self, tensors: Sequence[torch.Tensor], stream: Any) -> list[torch.Tensor]:
+        with torch.cuda.stream(stream):
+            copies = [t.clone() for t in tensors]
+        stream.synchronize()
+        return copies
+
+    def busy(self, stream: Any) -> bool:
+        return not bool(stream.query())
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
