@@ -19,9 +19,28 @@ if [ ! -f "$root/include/cuda.h" ]; then
 fi
 src=$(mktemp -d -t evoteam-pycuda.XXXXXX)
 trap 'rm -rf "$src"' EXIT
+# pycuda links -lcuda: the toolkit's stub library, else the driver's own library through a link of that name
+libdir=""
+for dir in "$root/lib64/stubs" "$root/lib/stubs" "$root/targets/x86_64-linux/lib/stubs" "$root/lib64" "$root/lib"; do
+  if [ -e "$dir/libcuda.so" ]; then libdir=$dir; break; fi
+done
+if [ -z "$libdir" ]; then
+  driver=$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')
+  for folder in /usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64; do
+    if [ -z "$driver" ] && [ -e "$folder/libcuda.so.1" ]; then driver=$folder/libcuda.so.1; fi
+  done
+  if [ -z "$driver" ]; then
+    echo "build_pycuda: no libcuda.so (the CUDA driver library) in $root's lib folders, nor libcuda.so.1 on this" \
+      "machine" >&2
+    exit 1
+  fi
+  libdir=$src/libcuda
+  mkdir -p "$libdir"
+  ln -s "$driver" "$libdir/libcuda.so"
+fi
 tar xzf "$sdist" -C "$src"
 cd "$src"/pycuda-*
-options=(--cuda-root="$root")
+options=(--cuda-root="$root" --cudadrv-lib-dir="$libdir")
 # curand's wrapper needs its header; a toolkit without it still gives the driver API that evoteam uses.
 [ -f "$root/include/curand.h" ] || options+=(--no-cuda-enable-curand)
 echo "build_pycuda: $(basename "$sdist") against $root (${options[*]})"

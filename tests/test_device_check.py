@@ -93,6 +93,17 @@ def test_building_pycuda_says_what_it_lacks(tmp_path: Path) -> None:
     make_sdist(wheels, "pycuda", "2026.1")
     proc = run()
     assert proc.returncode == 1 and f"no CUDA toolkit at {root} (no include/cuda.h)" in proc.stderr
+    (root / "include").mkdir()
+    (root / "include" / "cuda.h").write_text("")
+    if not _driver_library():  # where the driver is installed, the build would go on and use it
+        proc = run()
+        assert proc.returncode == 1 and f"no libcuda.so (the CUDA driver library) in {root}'s lib" in proc.stderr
+
+
+def _driver_library() -> bool:
+    listed = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
+    places = ("/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64")
+    return "libcuda.so.1 " in listed or any((Path(p) / "libcuda.so.1").exists() for p in places)
 
 
 def _bench_payload(medians_ms: list[float], speedup: float | None, failed: int = 0) -> dict[str, object]:
