@@ -400,27 +400,25 @@ def figure_lines(folder: Path) -> list[str]:
     is missing or unreadable): identical kernels, ours vs do_bench per workload, the roofline, the ncu
     counters, the GPU tests (the private-stream case among them) and the offline team's result."""
     lines = []
-    for label, reader in (
-        ("identical kernels", _identical),
-        ("ours / do_bench", _per_workload),
-        ("roofline", _roofline),
-        ("ncu", _ncu),
-        ("GPU tests", _gpu_tests),
-        ("offline team", _offline_team),
+    for label, pattern, reader in (
+        ("identical kernels", "identical.json", _identical),
+        ("ours / do_bench", "compare.json", _per_workload),
+        ("roofline", "roofline.json", _roofline),
+        ("ncu", "profile_*.json", _ncu),
+        ("GPU tests", "pytest-gpu.xml", _gpu_tests),
+        ("offline team", "evolve.json", _offline_team),
     ):
+        paths = sorted(path for path in folder.glob(pattern) if path.is_file())
         try:
-            found = reader(folder)
+            found = reader(paths) if paths else ["not run"]
         except (OSError, ValueError, KeyError, TypeError, IndexError, ET.ParseError) as exc:
             found = [f"unreadable ({type(exc).__name__}: {exc})"]
         lines += [f"{label}: {line}" for line in found]
     return lines
 
 
-def _identical(folder: Path) -> list[str]:
-    path = folder / "identical.json"
-    if not path.is_file():
-        return ["not run"]
-    rows = json.loads(path.read_text())
+def _identical(paths: list[Path]) -> list[str]:
+    rows = json.loads(paths[0].read_text())
     by_kernel: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_kernel.setdefault(row["kernel"], []).append(row)
@@ -438,11 +436,8 @@ def _identical(folder: Path) -> list[str]:
     return lines
 
 
-def _per_workload(folder: Path) -> list[str]:
-    path = folder / "compare.json"
-    if not path.is_file():
-        return ["not run"]
-    comparison = Comparison.model_validate_json(path.read_text())
+def _per_workload(paths: list[Path]) -> list[str]:
+    comparison = Comparison.model_validate_json(paths[0].read_text())
     cells = []
     for w in comparison.workloads:
         axes = ",".join(f"{k}={v}" for k, v in w.axes.items()) or w.uuid[:8]
@@ -451,18 +446,12 @@ def _per_workload(folder: Path) -> list[str]:
     return [f"{comparison.kernel}: {'; '.join(cells)} ({within}/{len(comparison.workloads)} within 5%)"]
 
 
-def _roofline(folder: Path) -> list[str]:
-    path = folder / "roofline.json"
-    if not path.is_file():
-        return ["not run"]
-    result = Roofline.model_validate_json(path.read_text())
+def _roofline(paths: list[Path]) -> list[str]:
+    result = Roofline.model_validate_json(paths[0].read_text())
     return [f"copy {result.copy_gbps:.0f} GB/s ({result.device})", *roofline_lines(result)]
 
 
-def _ncu(folder: Path) -> list[str]:
-    paths = sorted(folder.glob("profile_*.json"))
-    if not paths:
-        return ["not run"]
+def _ncu(paths: list[Path]) -> list[str]:
     lines = []
     for path in paths:
         payload = json.loads(path.read_text()) if path.stat().st_size else {}
@@ -484,13 +473,10 @@ def _ncu(folder: Path) -> list[str]:
     return lines
 
 
-def _gpu_tests(folder: Path) -> list[str]:
-    path = folder / "pytest-gpu.xml"
-    if not path.is_file():
-        return ["not run"]
+def _gpu_tests(paths: list[Path]) -> list[str]:
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     private: list[str] = []
-    for case in ET.parse(path).getroot().iter("testcase"):
+    for case in ET.parse(paths[0]).getroot().iter("testcase"):
         outcome = "passed"
         if case.find("failure") is not None or case.find("error") is not None:
             outcome = "failed"
@@ -506,11 +492,8 @@ def _gpu_tests(folder: Path) -> list[str]:
     return [line]
 
 
-def _offline_team(folder: Path) -> list[str]:
-    path = folder / "evolve.json"
-    if not path.is_file():
-        return ["not run"]
-    return _offline_team_lines(json.loads(path.read_text()))
+def _offline_team(paths: list[Path]) -> list[str]:
+    return _offline_team_lines(json.loads(paths[0].read_text()))
 
 
 def _offline_team_lines(run: dict[str, Any]) -> list[str]:
