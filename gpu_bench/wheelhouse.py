@@ -130,7 +130,8 @@ class Report:
     target: Target
     distributions: list[Distribution] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # "NAME SPEC (needed by WHO)"
-    problems: list[str] = field(default_factory=list)  # files that are unreadable or not for the target
+    problems: list[str] = field(default_factory=list)  # files that cannot be read
+    ignored: list[str] = field(default_factory=list)  # wheels for another Python or platform: pip passes them by
 
     @property
     def complete(self) -> bool:
@@ -147,6 +148,7 @@ class Report:
         ]
         lines += [f"missing: {line}" for line in self.missing]
         lines += [f"unusable: {line}" for line in self.problems]
+        lines += [f"ignored (not for {self.target.describe()}): {line}" for line in self.ignored]
         lines.append("complete" if self.complete else "incomplete: the device check's offline install would fail")
         return "\n".join(lines)
 
@@ -262,7 +264,7 @@ def check(folder: Path, roots: Sequence[Requirement], target: Target | None = No
             report.problems.append(f"{path.name}: {exc}")  # InvalidWheelFilename and the like are ValueErrors
             continue
         if dist.wheel_tags is not None and not any(target.accepts_tags(*tags) for tags in dist.wheel_tags):
-            report.problems.append(f"{path.name}: not a wheel for {target.describe()}")
+            report.ignored.append(path.name)
             continue
         report.distributions.append(dist)
         by_name.setdefault(dist.name, []).append(dist)

@@ -89,7 +89,7 @@ def test_what_a_folder_misses_is_named_with_who_needs_it(tmp_path: Path) -> None
 
 
 @pytest.mark.unit
-def test_wheels_for_another_python_or_platform_and_broken_files_are_unusable(tmp_path: Path) -> None:
+def test_wheels_for_another_python_or_platform_are_passed_by_and_broken_files_are_unusable(tmp_path: Path) -> None:
     make_wheel(tmp_path, "alpha", "1.0", tag="cp311-cp311-manylinux_2_17_x86_64")
     make_wheel(tmp_path, "beta", "1.0", tag="cp312-cp312-macosx_11_0_arm64")
     make_wheel(tmp_path, "gamma", "1.0", tag="cp313-abi3-manylinux_2_17_x86_64")  # abi3 from 3.13 on
@@ -97,17 +97,21 @@ def test_wheels_for_another_python_or_platform_and_broken_files_are_unusable(tmp
     (tmp_path / "notes.txt").write_text("hello")
     (tmp_path / ".hidden").write_text("skipped")
     report = check(tmp_path, reqs("alpha", "beta", "gamma"))
-    unusable = {line.split(":", 1)[0] for line in report.problems}
-    assert unusable == {
+    assert report.ignored == [
         "alpha-1.0-cp311-cp311-manylinux_2_17_x86_64.whl",
         "beta-1.0-cp312-cp312-macosx_11_0_arm64.whl",
         "gamma-1.0-cp313-abi3-manylinux_2_17_x86_64.whl",
-        "delta-1.0-py3-none-any.whl",
-        "notes.txt",
-    }
+    ]
+    assert {line.split(":", 1)[0] for line in report.problems} == {"delta-1.0-py3-none-any.whl", "notes.txt"}
     assert [line.split(" ", 1)[0] for line in report.missing] == ["alpha", "beta", "gamma"]
     # the same folder is fine for Python 3.11 where its wheel is for 3.11
     assert not any(line.startswith("alpha") for line in check(tmp_path, reqs("alpha"), Target("3.11")).missing)
+    # a wheel for another Python beside a complete folder does not make it incomplete
+    make_wheel(tmp_path, "alpha", "1.0")
+    (tmp_path / "delta-1.0-py3-none-any.whl").unlink()
+    (tmp_path / "notes.txt").unlink()
+    report = check(tmp_path, reqs("alpha"))
+    assert report.complete and "ignored (not for CPython 3.12 on Linux x86_64): alpha-1.0-cp311" in report.render()
 
 
 @pytest.mark.unit

@@ -1,20 +1,18 @@
 """The Python host: a process of its own that runs one Python or tvm-ffi candidate on the CPU (see
 ``python_host.py``).
 
-Run as ``python -m evoteam.gpu_bench.bindings.python_host_program SOCK WORKER THREADS DPS KIND FOLDER FILE
-SYMBOL``: ``KIND`` is ``python`` (``FOLDER`` is the solution's, ``FILE`` its entry file) or ``tvm-ffi``
-(``FOLDER`` is the module's library); an empty ``FOLDER`` runs the empty kernel, whose round trip timing
-subtracts. It arranges to die with the
-worker, becomes a child subreaper (what the candidate starts stays its descendant, which the worker stops
-and kills with it), restricts its writes with Landlock to its own folders (``landlock.py``,
-``writable_folders``), installs the seccomp program the worker sends first (``confine.py``: no other process
-may be signalled, rescheduled, limited, traced or read) and becomes non-dumpable, imports the candidate and
-answers ``K`` (``KL`` when Landlock holds), then serves the worker over a sequenced-packet
-socket in the native host's framing: ``B`` maps a binding's buffers (memfds passed with SCM_RIGHTS) as
-tensors, ``C`` calls the candidate and answers with the call's nonce, ``F`` forgets a binding. A
-value-returning candidate's result is copied into the shared outputs; a result that does not fit them is
-answered with the status it earns (rc 2: a shape, rc 3: a dtype) and why. Nothing here decides a verdict:
-the worker reads the outputs from shared memory and times the round trip with its own clock.
+Run as ``python -m evoteam.gpu_bench.bindings.python_host_program SOCK WORKER THREADS DPS KIND FOLDER FILE SYMBOL``:
+``KIND`` is ``python`` (``FOLDER`` is the solution's, ``FILE`` its entry file) or ``tvm-ffi`` (``FOLDER`` is the
+module's library); an empty ``FOLDER`` runs the empty kernel, whose round trip timing subtracts. It arranges to die
+with the worker, becomes a child subreaper (what the candidate starts stays its descendant, which the worker stops
+and kills with it), restricts its writes with Landlock to its own folders (``landlock.py``, ``writable_folders``),
+installs the seccomp program the worker sends first (``confine.py``: no other process may be signalled, rescheduled,
+limited, traced or read) and becomes non-dumpable, imports the candidate and answers ``K`` (``KL`` when Landlock
+holds), then serves the worker over a sequenced-packet socket in the native host's framing: ``B`` maps a binding's
+buffers (memfds passed with SCM_RIGHTS) as tensors, ``C`` calls the candidate and answers with the call's nonce,
+``F`` forgets a binding. A value-returning candidate's result is copied into the shared outputs; a result that does
+not fit them is answered with the status it earns (rc 2: a shape, rc 3: a dtype) and why. Nothing here decides a
+verdict: the worker reads the outputs from shared memory and times the round trip with its own clock.
 """
 
 from __future__ import annotations
