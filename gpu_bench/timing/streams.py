@@ -1,14 +1,16 @@
 """Does a CUDA kernel do its work on the stream it is given? The stream audit, once per workload after timing.
 
-CUDA events time the work on the stream the harness passes (torch's current stream). A kernel that launches
-its work on a stream of its own, or on the legacy default stream, escapes them and measures as almost
-nothing; on the H200 such a kernel PASSED. The audit holds a stream of the harness's (a GPU busy-wait at its
-head), binds and calls the kernel on it, lets the GPU run for a while, and copies the outputs on a second
-stream. Nothing queued on the held stream can have run yet, so outputs that changed were written by work on
-another stream: the kernel is rejected. Whether the held stream was still held when the copy finished is
-asked of the GPU; when it was not (the call waited for the GPU, or the host was too slow), the audit says it
-is inconclusive and rejects nothing. Outputs are poisoned first, so an output written with the same bytes it
-held still counts as written. The device sits behind a small Protocol: the logic runs here with a fake.
+CUDA events time the work on the stream the harness passes (torch's current stream, where the timing's
+events are). A kernel that launches its work on a stream of its own escapes them and measures as almost
+nothing; on the H200 such a kernel PASSED. The audit holds that very stream (a GPU busy-wait at its head),
+binds and calls the kernel as timing does, lets the GPU run for a while, and copies the outputs on a second,
+non-blocking stream. Nothing ordered after the held stream's head can have run yet, so outputs that changed
+were written by work the timing's events do not see: the kernel is rejected. (On the legacy default stream,
+work on blocking streams waits for the hold as it waits for the events, so only what escapes the events is
+found.) Whether the held stream was still held when the copy finished is asked of the GPU; when it was not
+(the call waited for the GPU, or the host was too slow), the audit says it is inconclusive and rejects
+nothing. Outputs are poisoned first, so an output written with the same bytes it held still counts as
+written. The device sits behind a small Protocol: the logic runs here with a fake.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ HOLD_MAX_MS = 2000.0
 
 class StreamDevice(Protocol):
     def streams(self) -> tuple[Any, Any]:
-        """Two streams of the harness's: the one the kernel is given, the one that reads its outputs."""
+        """The stream the kernel is given (the one timing uses), and one that reads its outputs."""
         ...
 
     def on(self, stream: Any) -> contextlib.AbstractContextManager[object]:
@@ -64,13 +66,18 @@ def audit_streams(
     device: StreamDevice,
     sleep: Callable[[float], None] = time.sleep,
 ) -> StreamAudit:
-    """Binds (``bind``, on the held stream: bindings take the current stream when they bind, Python kernels when
-    they run) and calls the kernel once while the stream it is given is held, then reads ``outputs``."""
+    """Binds (``bind``, with the held stream current: bindings take the current stream when they bind, Python
+    kernels when they run) and calls the kernel once while the stream it is given is held, then reads
+    ``outputs``."""
     device.synchronize()
     poison()
     device.synchronize()
-    before = [t.clone() for t in outputs.values()]
     given, observer = device.streams()
+    before = device.snapshot(list(outputs.values()), observer)
+    # A second copy, dropped at once, leaves its memory in the allocator's cache for the reading stream: the
+    # copy made while the stream is held then allocates nothing (an allocation might wait for the GPU).
+    spare = device.snapshot(list(outputs.values()), observer)
+    spare.clear()
     hold_ms = min(HOLD_MAX_MS, HOLD_MIN_MS + 8 * median_ms)
     with device.on(given):
         call = bind()
@@ -103,17 +110,18 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 class TorchStreamDevice:
-    """torch's current CUDA device for the audit: two streams of its pool, the busy-wait of ``TorchCudaDevice``."""
+    """torch's current CUDA device for the audit: its current stream held by the busy-wait of
+    ``TorchCudaDevice``, and a stream of torch's pool (non-blocking) that reads the outputs."""
 
     def __init__(self, hold: Callable[[float], None]) -> None:
         self._hold = hold
-        self._streams: tuple[Any, Any] | None = None
+        self._observer: Any = None
 
     def streams(self) -> tuple[Any, Any]:
-        if self._streams is None:
+        if self._observer is None:
             cuda: Any = torch.cuda  # Stream's constructor is untyped
-            self._streams = (cuda.Stream(), cuda.Stream())
-        return self._streams
+            self._observer = cuda.Stream()
+        return torch.cuda.current_stream(), self._observer
 
     @contextlib.contextmanager
     def on(self, stream: Any) -> Iterator[object]:
