@@ -125,14 +125,18 @@ def do_bench_times(task: KernelTask, workloads: list[Workload], do_bench: Callab
     return times
 
 
-def compare(args: argparse.Namespace) -> int:
+def no_gpu() -> str | None:
+    """Why no CUDA GPU can be used here (None: one can)."""
     try:
         import torch
     except ImportError:
-        print("device_compare: torch is not installed: skipped", file=sys.stderr)
-        return SKIPPED
-    if not torch.cuda.is_available():
-        print("device_compare: no CUDA GPU: skipped", file=sys.stderr)
+        return "torch is not installed"
+    return None if torch.cuda.is_available() else "no CUDA GPU"
+
+
+def compare(args: argparse.Namespace) -> int:
+    if (why := no_gpu()) is not None:
+        print(f"device_compare: {why}: skipped", file=sys.stderr)
         return SKIPPED
     try:
         do_bench = importlib.import_module("triton.testing").do_bench
@@ -264,15 +268,9 @@ def roofline(args: argparse.Namespace) -> int:
         print(f"device_compare: error: {exc or 'the task has no workloads'}", file=sys.stderr)
         return 2
     on_gpu = task.target.startswith("sm_")
-    if on_gpu:
-        try:
-            import torch
-        except ImportError:
-            print("device_compare: torch is not installed: skipped", file=sys.stderr)
-            return SKIPPED
-        if not torch.cuda.is_available():
-            print("device_compare: no CUDA GPU: skipped", file=sys.stderr)
-            return SKIPPED
+    if on_gpu and (why := no_gpu()) is not None:
+        print(f"device_compare: {why}: skipped", file=sys.stderr)
+        return SKIPPED
     if args.axis not in first.axes:
         print(f"device_compare: error: the task's workloads have no axis {args.axis!r}", file=sys.stderr)
         return 2
