@@ -215,20 +215,6 @@ class Roofline(BaseModel):
         return gbps / self.copy_gbps if gbps is not None and self.copy_gbps > 0 else None
 
 
-def tensor_bytes(task: KernelTask, axes: dict[str, int]) -> int:
-    """The bytes of every input and output tensor of the task's definition at these axis values."""
-    from evoteam.gpu_bench.bindings.dtypes import torch_dtype
-
-    definition = task.load_definition()
-    values = definition.axis_values(axes)
-    total = 0
-    for spec in [*definition.inputs.values(), *definition.outputs.values()]:
-        shape = definition.shape_of(spec, values)
-        if shape is not None:
-            total += math.prod(shape) * torch_dtype(spec.dtype).itemsize
-    return total
-
-
 def copy_gbps(device: str, nbytes: int, repeats: int = 10) -> float:
     """Bandwidth of a device-to-device (on the CPU: memory-to-memory) copy of ``nbytes``, counting the bytes
     read and the bytes written, in GB/s: the median of ``repeats`` copies after one warm-up."""
@@ -259,10 +245,12 @@ def copy_gbps(device: str, nbytes: int, repeats: int = 10) -> float:
 def roofline(args: argparse.Namespace) -> int:
     import time
 
+    from evoteam.gpu_bench.interop.synth.axes import workload_bytes
     from evoteam.gpu_bench.task import TaskError, find_task
 
     try:
         task = find_task(args.kernel, args.root)
+        definition = task.load_definition()
         first = task.load_workloads()[0]
     except (TaskError, IndexError) as exc:
         print(f"device_compare: error: {exc or 'the task has no workloads'}", file=sys.stderr)
@@ -290,7 +278,7 @@ def roofline(args: argparse.Namespace) -> int:
     points = [
         RooflinePoint(
             axes=w.axes,
-            bytes=tensor_bytes(task, w.axes),
+            bytes=workload_bytes(definition, definition.axis_values(w.axes)),
             median_ms=medians.get(w.uuid, (None, None))[0],
             status=statuses.get(w.uuid, ""),
         )
