@@ -4,8 +4,7 @@ them or one) is found, one whose call waits for the GPU leaves the audit inconcl
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 import torch
@@ -37,21 +36,12 @@ class FakeStream:
 
 class FakeGpu:
     def __init__(self) -> None:
-        self.default = FakeStream("default")
         self.given, self.observer = FakeStream("given"), FakeStream("observer")
-        self.current = self.default
+        self.current = self.given  # the stream timing uses
         self.holds: list[float] = []
 
     def streams(self) -> tuple[FakeStream, FakeStream]:
-        return self.given, self.observer
-
-    @contextlib.contextmanager
-    def on(self, stream: FakeStream) -> Iterator[object]:
-        previous, self.current = self.current, stream
-        try:
-            yield stream
-        finally:
-            self.current = previous
+        return self.current, self.observer
 
     def hold(self, ms: float) -> None:
         self.holds.append(ms)
@@ -65,7 +55,7 @@ class FakeGpu:
         return stream.held
 
     def synchronize(self) -> None:
-        for stream in (self.default, self.given, self.observer):
+        for stream in (self.given, self.observer):
             stream.release()
 
 

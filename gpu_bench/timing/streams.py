@@ -15,9 +15,8 @@ written. The device sits behind a small Protocol: the logic runs here with a fak
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -30,11 +29,7 @@ HOLD_MAX_MS = 2000.0
 
 class StreamDevice(Protocol):
     def streams(self) -> tuple[Any, Any]:
-        """The stream the kernel is given (the one timing uses), and one that reads its outputs."""
-        ...
-
-    def on(self, stream: Any) -> contextlib.AbstractContextManager[object]:
-        """Makes ``stream`` the current stream for the block."""
+        """The stream the kernel is given (the current one, which timing uses), and one that reads its outputs."""
         ...
 
     def hold(self, ms: float) -> None:
@@ -66,9 +61,8 @@ def audit_streams(
     device: StreamDevice,
     sleep: Callable[[float], None] = time.sleep,
 ) -> StreamAudit:
-    """Binds (``bind``, with the held stream current: bindings take the current stream when they bind, Python
-    kernels when they run) and calls the kernel once while the stream it is given is held, then reads
-    ``outputs``."""
+    """Binds (``bind``: bindings take the current stream when they bind, Python kernels when they run) and calls
+    the kernel once while the stream it is given, the current one, is held, then reads ``outputs``."""
     device.synchronize()
     poison()
     device.synchronize()
@@ -79,10 +73,9 @@ def audit_streams(
     spare = device.snapshot(list(outputs.values()), observer)
     spare.clear()
     hold_ms = min(HOLD_MAX_MS, HOLD_MIN_MS + 8 * median_ms)
-    with device.on(given):
-        call = bind()
-        device.hold(hold_ms)
-        call()
+    call = bind()
+    device.hold(hold_ms)
+    call()
     sleep(min(hold_ms / 2, 2 * median_ms + 5.0) / 1e3)  # work on another stream gets the time to finish
     after = device.snapshot(list(outputs.values()), observer)
     held = device.busy(given)
@@ -122,11 +115,6 @@ class TorchStreamDevice:
             cuda: Any = torch.cuda  # Stream's constructor is untyped
             self._observer = cuda.Stream()
         return torch.cuda.current_stream(), self._observer
-
-    @contextlib.contextmanager
-    def on(self, stream: Any) -> Iterator[object]:
-        with torch.cuda.stream(stream):
-            yield stream
 
     def hold(self, ms: float) -> None:
         self._hold(ms)
