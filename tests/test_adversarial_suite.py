@@ -143,6 +143,7 @@ SABOTAGE = [
     case("poison_cache.cpp", "caught|contained"),
     case("poison_cache_naive.cpp", "caught|contained"),
     case("poison_cache.py", "contained"),  # Landlock in its Python host (before it, escaped)
+    case("poison_cache.py", "contained", isolate=False),  # the worker's own Landlock (before it, escaped)
     case("leaves_alarm.cpp", "caught", "signal handlers"),
     case("leaves_fp_state.cpp", "caught", "floating-point state"),
     case("leaves_affinity.cpp", "caught", "CPU affinity"),
@@ -349,7 +350,7 @@ def test_a_sabotage_is_reported_and_the_next_candidate_measured_clean(suite: Sui
             assert first.status == S.PASSED, first.workloads[0].reason
             entry = tmp_path / "cache" / build_key(victim)
             before = digests(entry)
-        result = suite.evaluate(solution(CASES / held.file), LARGE, evaluator)
+        result = suite.evaluate(solution(CASES / held.file), LARGE, evaluator, isolate=held.isolate)
         now = digests(entry) if entry is not None else {}
         if own is not None:
             own.close()  # a fresh worker reads the build cache again
@@ -375,7 +376,8 @@ def test_a_sabotage_is_reported_and_the_next_candidate_measured_clean(suite: Sui
     # died with its native host), so there is nothing to report
     contained = not reported and (entry is None or before == now)
     got = "caught" if reported else "contained" if contained else "escaped"
-    record("adversarial", held.file, f"{got}: {figure}", measured and got in held.expect)
+    name = held.file if held.isolate else f"{held.file} (in the worker)"
+    record("adversarial", name, f"{got}: {figure}", measured and got in held.expect)
     assert measured, figure
     assert got in held.expect, figure
     if held.phrase is not None:

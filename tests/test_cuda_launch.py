@@ -45,6 +45,7 @@ from evoteam.gpu_bench.timing.gpu import (
 from evoteam.gpu_bench.timing.gpu_lock import GpuLockTimeout, gpu_lock, physical_key
 from evoteam.gpu_bench.timing.statistics import TimingConfig
 from evoteam.gpu_bench.worker import client, evaluate, server
+from evoteam.gpu_bench.worker.build_helper import BuildHelper
 from evoteam.gpu_bench.worker.client import WorkerProcess, worker_environment
 from evoteam.gpu_bench.worker.evaluate import DeviceFault, EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.worker.protocol import Evaluated, EvaluateRequest
@@ -518,7 +519,8 @@ def test_a_worker_whose_gpu_faulted_answers_and_exits(tmp_path: Path, monkeypatc
     workload = load_workloads(DATA / "scale_add.jsonl")[0]
     log = tmp_path / "worker.log"
     log.write_bytes(b"")
-    worker = server._Worker(io.StringIO(), log, tmp_path / "cache")
+    builder = BuildHelper(tmp_path / "cache")
+    worker = server._Worker(io.StringIO(), log, builder)
     fault = WorkloadOutcome(status=EvaluationStatus.RUNTIME_ERROR, reason="CUDA error: an illegal memory access")
 
     def faulting(*args: object, **kwargs: object) -> WorkloadOutcome:
@@ -528,6 +530,9 @@ def test_a_worker_whose_gpu_faulted_answers_and_exits(tmp_path: Path, monkeypatc
     request = EvaluateRequest(
         id=9, definition=definition, workload=workload, solution=kernel_solution("honest.cpp"), config=EvalConfig()
     )
-    answer = worker.handle(request)
+    try:
+        answer = worker.handle(request)
+    finally:
+        builder.close()
     assert isinstance(answer, Evaluated) and answer.worker_exiting and answer.outcome == fault
     assert worker.tainted  # serve() returns after sending this answer; the client starts a fresh worker

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import kernel_solution, quick_config
-from evoteam.gpu_bench.bindings import landlock
 from evoteam.gpu_bench.runner import LocalRunner
+from evoteam.gpu_bench.sandbox import landlock
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SourceFile, Workload
 from evoteam.gpu_bench.worker.client import WorkerProcess
 from evoteam.gpu_bench.worker.extension_dirs import EXTENSIONS, INDUCTOR, ExtensionAudit, folder_for, folder_name

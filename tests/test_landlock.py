@@ -1,4 +1,4 @@
-"""Landlock for the Python host (``bindings/landlock.py``): after ``restrict_writes``, a process and what it
+"""Landlock for the Python host (``sandbox/landlock.py``): after ``restrict_writes``, a process and what it
 starts change files only beneath the folders it was given, still write to /dev/null, and read everything."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from evoteam.gpu_bench.bindings import landlock
+from evoteam.gpu_bench.sandbox import landlock
 
 pytestmark = pytest.mark.integration
 
 PROBE = """
 import json, os, subprocess, sys
 from pathlib import Path
-from evoteam.gpu_bench.bindings.landlock import restrict_writes
+from evoteam.gpu_bench.sandbox.landlock import restrict_writes
 
 root = Path(sys.argv[1])
 if not restrict_writes([root / "mine"]):

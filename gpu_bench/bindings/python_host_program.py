@@ -176,7 +176,8 @@ def main(argv: Sequence[str]) -> int:
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     sock = socket.socket(fileno=int(sock_fd))
     torch.set_num_threads(int(threads))
-    from evoteam.gpu_bench.bindings import confine, landlock
+    from evoteam.gpu_bench.bindings import confine
+    from evoteam.gpu_bench.sandbox import landlock
 
     first = sock.recv(_MESSAGE)  # the worker's seccomp program for this host, before any candidate code
     if first[:1] != b"P":

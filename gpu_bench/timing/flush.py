@@ -1,7 +1,7 @@
 """Evicts a kernel's operands from every cache level before a timed sample (CPU).
 
 ``operands``: ``clflush`` (x86) or ``dc civac`` (AArch64) over exactly the input and output buffers, from a
-tiny helper library built once with the C compiler; cheap, and precise about what becomes cold.
+tiny helper library built once with the C compiler (``flush_library``); cheap, and precise about what becomes cold.
 ``buffer``: writes a buffer of twice the last-level cache, which also evicts the kernel's own statics; used
 when the helper cannot be built. Both run outside the timed region.
 """
@@ -10,59 +10,23 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from evoteam.gpu_bench.build.builder import compiler_identity, cxx_compiler, default_cache_root
+from evoteam.gpu_bench.timing import flush_library
 
 Flush = Callable[[], None]
-
-_SOURCE = r"""
-#include <stddef.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-void evoteam_flush(const char* p, size_t n) {
-  for (size_t i = 0; i < n; i += 64) _mm_clflush(p + i);
-  if (n) _mm_clflush(p + n - 1);
-  _mm_mfence();
-}
-#elif defined(__aarch64__)
-void evoteam_flush(const char* p, size_t n) {
-  for (size_t i = 0; i < n; i += 64) __asm__ volatile("dc civac, %0" : : "r"(p + i) : "memory");
-  if (n) __asm__ volatile("dc civac, %0" : : "r"(p + n - 1) : "memory");
-  __asm__ volatile("dsb ish" : : : "memory");
-}
-#else
-#error "no cache-line flush instruction known for this architecture"
-#endif
-"""
 
 
 @functools.cache
 def _helper() -> ctypes.CDLL | None:
     """The compiled helper, or None when it cannot be built here (the caller falls back to ``buffer``)."""
-    cxx = cxx_compiler()
-    key = hashlib.sha256((_SOURCE + compiler_identity(cxx)).encode()).hexdigest()[:16]
-    folder = default_cache_root().parent / "flush" / key
-    library = folder / "flush.so"
-    if not library.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        source = folder / "flush.c"
-        source.write_text(_SOURCE)
-        partial = folder / f"flush.{id(folder)}.tmp"
-        cmd = [cxx, "-x", "c", "-O2", "-shared", "-fPIC", "-o", str(partial), str(source)]
-        try:
-            done = subprocess.run(cmd, capture_output=True, timeout=120, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if done.returncode != 0:
-            return None
-        partial.replace(library)
+    library = flush_library.library()
+    if library is None:
+        return None
     try:
         lib = ctypes.CDLL(str(library))
     except OSError:

@@ -7,6 +7,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evoteam.gpu_bench.worker.build_helper import BuildHelper
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,10 +43,34 @@ def run(args: argparse.Namespace) -> int:
         print(f"evoteam worker: {exc}", file=sys.stderr)
         return 2
     os.environ.update(policy.environment())  # before torch loads: its OpenMP reads them once, at start
+    builder, writes = confine_writes(args)
 
     from evoteam.gpu_bench.worker.server import serve
 
-    return serve(args.log, args.cache, args.memory_limit_mb, args.max_processes, policy)
+    return serve(args.log, builder, args.memory_limit_mb, args.max_processes, policy, writes)
+
+
+def confine_writes(args: argparse.Namespace) -> tuple[BuildHelper, str]:
+    """While the worker has one thread and no candidate: starts its build helper (the one writer of the build
+    cache), makes sure the flush library exists, then restricts the worker's own writes to its folders
+    (``writes.py``). The helper, and a line saying what holds."""
+    from evoteam.gpu_bench.timing import flush_library
+    from evoteam.gpu_bench.timing.gpu_lock import lock_folder
+    from evoteam.gpu_bench.worker import extension_dirs, writes
+    from evoteam.gpu_bench.worker.build_helper import BuildHelper
+
+    locks = lock_folder()  # before TMPDIR moves: the machine's one, shared by every worker
+    builder = BuildHelper(args.cache)
+    flush_library.library()
+    folder = args.log.parent
+    writes.private_tmpdir(folder)
+    triton = os.environ.get("TRITON_CACHE_DIR")
+    builds = extension_dirs.root_from_environment()
+    named = [Path(triton)] if triton and (builds is None or builds not in Path(triton).parents) else []
+    held = writes.confine(writes.writable_folders(folder, locks, builds, named))
+    with args.log.open("a") as log:
+        log.write(f"evoteam worker: its writes are {held}\n")
+    return builder, held
 
 
 def confine(args: argparse.Namespace) -> None:

@@ -101,19 +101,20 @@ BUILDS = "builds"
 
 def confined(cmd: list[str], env: dict[str, str], folder: Path, cache: Path) -> tuple[list[str], dict[str, str]]:
     """``cmd`` (a worker) in this process's sandbox: writable are ``folder`` (its log; its ``TMPDIR`` below it),
-    the build ``cache``, evoteam's cache folder (the flush helper) and the GPU lock folder, which stays the one
-    every worker and profiler of this machine shares (not one inside the private ``TMPDIR``).
+    the build ``cache`` (its build helper's: the worker itself gives up writing there, ``writes.py``),
+    evoteam's cache folder (the flush helper) and the GPU lock folder, which stays the one every worker and
+    profiler of this machine shares (not one inside the private ``TMPDIR``).
 
     What Python candidates build at run time goes below ``folder``, one folder per solution
     (``extension_dirs``): torch's C++/CUDA extensions (``load_inline``, ``cpp_extension.load``:
-    ``TORCH_EXTENSIONS_DIR``) and torch.compile's Inductor; Triton's cache goes to the build cache. Their
-    defaults under the home folder are read-only in the sandbox. The interpreter's own folder leads ``PATH``,
+    ``TORCH_EXTENSIONS_DIR``), torch.compile's Inductor and Triton's kernels. Their defaults under the home
+    folder are read-only in the sandbox. The interpreter's own folder leads ``PATH``,
     so the ninja that torch's extension builder calls is the one installed beside evoteam."""
     locks = lock_folder()
     env = {**env, "EVOTEAM_GPU_LOCKS": str(locks)}
-    env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
     env["TORCH_EXTENSIONS_DIR"] = str(folder / BUILDS / extension_dirs.EXTENSIONS)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / BUILDS / extension_dirs.INDUCTOR)
+    env["TRITON_CACHE_DIR"] = str(folder / BUILDS / extension_dirs.TRITON)
     scripts = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(
         [scripts, *(p for p in env.get("PATH", os.defpath).split(os.pathsep) if p != scripts)]

@@ -1,15 +1,15 @@
-"""Where torch builds what Python candidates compile at run time, one folder per solution, and the audit that
-keeps one candidate's builds from being another's.
+"""Where torch and Triton build what Python candidates compile at run time, one folder per solution, and the
+audit that keeps one candidate's builds from being another's.
 
-torch's C++/CUDA extensions (``load_inline``, ``cpp_extension.load``) and Inductor's compiled graphs
-(``torch.compile``) reuse what they find on disk: ninja sees an up-to-date ``.so`` and torch loads it, Inductor
-finds a graph's artifact by its hash. A candidate that plants one where another solution's build will look has
-that solution run its code. So each worker keeps these builds in its own private folder (removed with it,
-never shared with another worker), and within it each solution gets a folder of its own, named by its content
-hash (``folder_for``; the worker points ``TORCH_EXTENSIONS_DIR`` and ``TORCHINDUCTOR_CACHE_DIR`` there before
-it loads or runs the solution).
+torch's C++/CUDA extensions (``load_inline``, ``cpp_extension.load``), Inductor's compiled graphs
+(``torch.compile``) and Triton's kernels reuse what they find on disk: ninja sees an up-to-date ``.so`` and
+torch loads it, Inductor and Triton find an artifact by its hash. A candidate that plants one where another
+solution's build will look has that solution run its code. So each worker keeps these builds in its own
+private folder (removed with it, never shared with another worker), and within it each solution gets a folder
+of its own, named by its content hash (``folder_for``; the worker points ``TORCH_EXTENSIONS_DIR``,
+``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR`` there before it loads or runs the solution).
 
-In its Python host (CPU) a candidate may write only its own folders (``bindings/landlock.py``), but a Python
+In its Python host (CPU) a candidate may write only its own folders (``sandbox/landlock.py``), but a Python
 candidate in the worker (on a GPU, or with ``--no-isolate``) can write anywhere the worker can, so the
 worker's owner, out of its reach, audits the folders after every request (``ExtensionAudit``): a solution's
 folder may change only in a request for that solution (as its candidate, or its incumbent); a folder
@@ -28,7 +28,8 @@ from pathlib import Path
 
 EXTENSIONS = "torch_extensions"
 INDUCTOR = "torchinductor"
-_VARIABLES = {EXTENSIONS: "TORCH_EXTENSIONS_DIR", INDUCTOR: "TORCHINDUCTOR_CACHE_DIR"}
+TRITON = "triton"
+_VARIABLES = {EXTENSIONS: "TORCH_EXTENSIONS_DIR", INDUCTOR: "TORCHINDUCTOR_CACHE_DIR", TRITON: "TRITON_CACHE_DIR"}
 KINDS = tuple(_VARIABLES)
 
 

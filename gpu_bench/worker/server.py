@@ -28,7 +28,7 @@ from evoteam.gpu_bench.bindings.host import (
 )
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.bindings.python_host import host_pids
-from evoteam.gpu_bench.build.builder import build
+from evoteam.gpu_bench.build.builder import BuildResult
 from evoteam.gpu_bench.environment import environment
 from evoteam.gpu_bench.schema import EvaluationStatus, Solution
 from evoteam.gpu_bench.verify import integrity
@@ -36,6 +36,7 @@ from evoteam.gpu_bench.verify.inputs import InputError
 from evoteam.gpu_bench.verify.reference import is_reference
 from evoteam.gpu_bench.worker import allocator, extension_dirs, process_state, strays
 from evoteam.gpu_bench.worker import timed as _timed  # noqa: F401  (likewise)
+from evoteam.gpu_bench.worker.build_helper import BuildHelper, BuildHelperLost
 from evoteam.gpu_bench.worker.evaluate import (
     DeviceFault,
     ReferenceFailure,
@@ -59,10 +60,10 @@ from evoteam.gpu_bench.worker.threads import apply as apply_threads
 
 
 class _Worker:
-    def __init__(self, out: IO[str], log_path: Path, cache_root: Path | None) -> None:
+    def __init__(self, out: IO[str], log_path: Path, builder: BuildHelper) -> None:
         self._out = out
         self._log_path = log_path
-        self._cache_root = cache_root
+        self.builder = builder
         self._kernels: dict[tuple[str, bool], Kernel] = {}
         self._references: dict[str, RunReference] = {}
         self._threads = torch.get_num_threads()
@@ -88,7 +89,12 @@ class _Worker:
 
     def _build(self, request: BuildRequest) -> Built:
         key = (request.solution.content_hash(), request.isolate)
-        result = build(request.solution, self._cache_root)
+        try:
+            result = self.builder.build(request.solution)
+        except BuildHelperLost as lost:
+            self.tainted = True
+            reason = f"{lost}: the worker cannot build; it is replaced (a candidate it ran before may have ended it)"
+            return Built(id=request.id, build=BuildResult(ok=False, log=reason), worker_exiting=True)
         load_error = None
         if result.ok and result.artifact is not None and key not in self._kernels:
             try:
@@ -224,9 +230,11 @@ def _noted(response: Built | Evaluated | Failed, note: str) -> Built | Evaluated
     return response
 
 
-def _without_strays(response: Built | Evaluated | Failed) -> Built | Evaluated | Failed:
-    """Kills what the candidate left running before the answer goes out, and says so in the log."""
-    killed = strays.kill_strays(keep=[*host_pids(), *empty_host_pids()])  # hosts that live on between requests
+def _without_strays(response: Built | Evaluated | Failed, builder: int) -> Built | Evaluated | Failed:
+    """Kills what the candidate left running before the answer goes out (not the ``builder`` helper), and
+    says so in the log."""
+    keep = [builder, *host_pids(), *empty_host_pids()]  # hosts that live on between requests
+    killed = strays.kill_strays(keep=keep)
     if killed and isinstance(response, Evaluated):
         note = f"\n[evoteam: killed {killed} process(es) the candidate left running]\n"
         return response.model_copy(update={"log": response.log + note})
@@ -235,13 +243,15 @@ def _without_strays(response: Built | Evaluated | Failed) -> Built | Evaluated |
 
 def serve(
     log_path: Path,
-    cache_root: Path | None,
+    builder: BuildHelper,
     memory_limit_mb: int | None,
     max_processes: int | None,
     threads: ThreadPolicy,
+    writes: str = "not confined",
 ) -> int:
-    """Serves requests until shutdown or end of input; the thread policy ``threads`` (whose environment the
-    caller set before torch loaded) is applied first and recorded in the environment it reports."""
+    """Serves requests until shutdown or end of input, building through ``builder``; the thread policy
+    ``threads`` (whose environment the caller set before torch loaded) is applied first and recorded in the
+    environment it reports, with ``writes``: what holds the worker's own writes (``writes.confine``)."""
     apply_threads(threads)
     sys.dont_write_bytecode = True  # build cache entries stay as built (a planted .pyc is caught on read)
     proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
@@ -261,8 +271,9 @@ def serve(
     strays.become_subreaper()
     strays.exit_with_parent()
     process_state.forbid_inspection()
-    worker = _Worker(proto_out, log_path, cache_root)
+    worker = _Worker(proto_out, log_path, builder)
     described = environment()
+    described.libs["writes"] = writes
     described.libs["threads"] = threads.describe()
     described.libs["malloc"] = allocator.describe(os.environ)
     described.libs["omp_wait_policy"] = describe_wait(os.environ)
@@ -282,7 +293,7 @@ def serve(
             before = process_state.capture()
             handled = worker.handle(request)
             contained = worker.release_hosts()
-            response = _without_strays(handled)
+            response = _without_strays(handled, builder.pid)
             if contained and isinstance(response, Evaluated):
                 note = (
                     f"\n[evoteam: the kernel changed its host's process state ({'; '.join(contained)}); "
@@ -293,11 +304,14 @@ def serve(
             if left:  # the next candidate must not inherit it: this worker answers and is replaced
                 worker.tainted = True
                 response = _noted(response, f"the candidate left process state changed: {'; '.join(left)}")
+            if not builder.alive:  # ended by what ran in this request: the next one would find no builder
+                worker.tainted = True
+                response = _noted(response, "the worker's build helper was ended during this request")
             worker.send(response)
             if worker.tainted:
                 return 0
         except MemoryError:
-            strays.kill_strays()
+            strays.kill_strays(keep=[builder.pid])
             reason = f"out of memory (the worker's limit is {memory_limit_mb} MB)"
             if isinstance(request, BuildRequest):
                 worker.send(Failed(id=request.id, error="load", message=reason))

@@ -1,5 +1,7 @@
-"""Landlock for the Python host: files may be written, made or removed only beneath the folders it is given,
-and no TCP port bound or connected, for the host and everything it starts (``restrict_writes``).
+"""Landlock for the Python host and the worker: files may be written, made or removed only beneath the
+folders it is given, and no TCP port bound or connected, for the process and everything it starts
+(``restrict_writes``). Landlock holds the calling thread and the threads it starts later, so it is applied
+while a process has one thread (the worker: before numpy or torch load; ``threads_now`` tells).
 
 A Python candidate may need a compiler and caches (``load_inline``, ``torch.compile``), so its host cannot
 hold the whole file system read-only as the native host does. It gets its own run-time build folders
@@ -38,6 +40,14 @@ def handled(abi: int) -> int:
     if abi >= 3:
         access |= TRUNCATE
     return access
+
+
+def threads_now() -> int:
+    """How many threads this process has (each one started before ``restrict_writes`` stays unrestricted)."""
+    try:
+        return sum(1 for _ in Path("/proc/self/task").iterdir())
+    except OSError:
+        return 1
 
 
 def version() -> int:

@@ -1,0 +1,59 @@
+"""Where the worker process may write once it serves: its own folders, never the shared build cache.
+
+Candidates that run in the worker's process (CUDA kernels, Python candidates on a GPU, anything with
+``--no-isolate``) can do whatever the worker can. Before this, the worker could write the build cache (and
+so could they: an entry rewritten with its manifest to match, for every later worker and run to load) and
+the timing's flush library beside it (loaded by every later worker). So, after starting its build helper
+(``build_helper.py``, the one writer of the cache) and making sure the flush library exists, and before it
+loads torch or any candidate, the worker restricts itself with Landlock (``sandbox/landlock.py``, for the
+worker and everything it starts): files may change only beneath its own folder (its log, its temporary
+folder, what Python candidates build at run time, one folder per solution), the GPU lock folder that every
+worker of the machine shares, and ``/dev/shm``; existing device files stay writable. A kernel without
+Landlock leaves the worker as it was, and the environment it reports says so.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from evoteam.gpu_bench.sandbox import landlock
+
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def private_tmpdir(folder: Path) -> Path:
+    """``TMPDIR`` (and Python's ``tempfile``) inside ``folder``, the worker's own, where it is not already
+    (a worker without a sandbox inherits the machine's ``/tmp``, where the cache may lie too)."""
+    current = Path(os.environ.get("TMPDIR") or tempfile.gettempdir()).resolve()
+    own = folder.resolve()
+    if current == own or own in current.parents:
+        return current
+    private = own / "tmp"
+    private.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(private)
+    tempfile.tempdir = str(private)
+    return private
+
+
+def writable_folders(folder: Path, locks: Path, builds: Path | None, extra: list[Path]) -> list[Path]:
+    """The worker's own ``folder`` (log, temporary folder), the GPU ``locks`` folder, its run-time ``builds``
+    (where its owner put them) and ``extra`` (a Triton cache named by hand), and ``/dev/shm`` where there
+    is one."""
+    found = [folder, locks, *([builds] if builds is not None else []), *extra]
+    return [*found, *([SHARED_MEMORY] if SHARED_MEMORY.is_dir() else [])]
+
+
+def confine(folders: list[Path]) -> str:
+    """Restricts this process's writes to ``folders``; one line saying what holds, for the worker's log and
+    the environment it reports."""
+    threads = landlock.threads_now()
+    try:
+        confined = landlock.restrict_writes(folders)
+    except OSError as exc:
+        return f"not confined: Landlock refused ({exc})"
+    if not confined:
+        return "not confined: this Linux kernel has no Landlock (5.13 or later, enabled)"
+    held = f"confined (Landlock ABI {landlock.version()}): the build cache is written by the build helper alone"
+    return held if threads == 1 else f"{held}, but {threads - 1} thread(s) started before are not held"
