@@ -204,15 +204,21 @@ def _workload_result(run: WorkloadRun, base: WorkloadRun | None) -> WorkloadResu
     )
     paired = o.paired if o.status == EvaluationStatus.PASSED else None
     if paired is not None:
-        flags = workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus) + _fixed(run)
+        flags = workload_flags(paired.ratio, paired.ci, paired.runnable, paired.cpus) + _unchecked(run)
         update = {"baseline_timing": paired.incumbent, "speedup": paired.ratio, "ci": paired.ci}
         return result.model_copy(update={**update, "pairs": paired.pairs, "flags": flags})
     base_timing = base.outcome.timing if base is not None else None
     speedup = None
     if o.status == EvaluationStatus.PASSED and o.timing is not None and base_timing is not None:
         speedup = base_timing.median_ms / o.timing.median_ms if o.timing.median_ms > 0 else 0.0
-    flags = workload_flags(speedup, None) + _fixed(run)
+    flags = workload_flags(speedup, None) + _unchecked(run)
     return result.model_copy(update={"baseline_timing": base_timing, "speedup": speedup, "flags": flags})
+
+
+def _unchecked(run: WorkloadRun) -> list[str]:
+    """What the evaluation could not check of this workload: ``fixed-inputs``, ``stream-unchecked``."""
+    stream = ["stream-unchecked"] if run.outcome.stream_unchecked is not None else []
+    return _fixed(run) + stream
 
 
 def _fixed(run: WorkloadRun) -> list[str]:

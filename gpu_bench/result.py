@@ -27,7 +27,8 @@ class WorkloadResult(BaseModel):
     flags: list[str] = Field(default_factory=list)
     """Why not to trust ``speedup`` as it stands: ``noise`` (the interval does not support the effect claimed),
     ``excessive`` (over ``EXCESSIVE_SPEEDUP``x), ``contended`` (more runnable tasks than CPUs while timing),
-    ``fixed-inputs`` (some inputs are a dataset's fixed values, not fresh random ones)."""
+    ``fixed-inputs`` (some inputs are a dataset's fixed values, not fresh random ones), ``stream-unchecked``
+    (CUDA: the stream audit could not tell whether the kernel works on the stream it is given)."""
 
 
 MIN_EFFECT = 0.02

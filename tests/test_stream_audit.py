@@ -1,6 +1,7 @@
 """The stream audit (gpu_bench/timing/streams.py) on a fake GPU whose streams queue work behind a busy-wait: a
 kernel that works on the stream it is given passes, one that writes its outputs from another stream (all of
-them or one) is found, one whose call waits for the GPU leaves the audit inconclusive."""
+them or one) is found, one whose call waits for the GPU leaves the audit inconclusive, and an inconclusive
+audit flags the workload ``stream-unchecked``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from collections.abc import Callable, Sequence
 import pytest
 import torch
 
+from conftest import kernel_solution, quick_config
+from evoteam.gpu_bench.bench import Evaluator
+from evoteam.gpu_bench.build.builder import BuildResult
+from evoteam.gpu_bench.runner import SolutionRun, WorkloadRun
+from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
+from evoteam.gpu_bench.timing.statistics import TimingStats
 from evoteam.gpu_bench.timing.streams import HOLD_MAX_MS, HOLD_MIN_MS, audit_streams
+from evoteam.gpu_bench.worker.evaluate import WorkloadOutcome
 
 pytestmark = pytest.mark.unit
 
@@ -140,3 +148,37 @@ def test_the_hold_grows_with_the_kernel_and_is_capped() -> None:
         audit_streams(kernel(gpu, inputs, outputs, "honest"), outputs, poisoner(outputs), median_ms, gpu, slept.append)
         assert gpu.holds == [hold]
         assert slept == [pytest.approx(min(hold / 2, 2 * median_ms + 5.0) / 1e3)]
+
+
+class _AuditedElsewhere:
+    """A runner whose worker timed a CUDA kernel (as a GPU host does) and whose stream audit could not tell."""
+
+    def __init__(self, unchecked: str | None) -> None:
+        self.unchecked = unchecked
+
+    def run(
+        self, definition: Definition, workloads: list[Workload], solution: Solution, *args: object, **kw: object
+    ) -> SolutionRun:
+        passed = WorkloadOutcome(status=EvaluationStatus.PASSED, stream_unchecked=self.unchecked, timing=TimingStats(
+            median_ms=1.0, p20_ms=1.0, p80_ms=1.0, n=10, noise=0.0, warmup_calls=3, clock="cuda_events"))  # fmt: skip
+        return SolutionRun(
+            solution=solution,
+            build=BuildResult(ok=True, artifact="kernel.so"),
+            environment=Environment(hardware="GPU: remote"),
+            workloads=[WorkloadRun(workload=w, outcome=passed) for w in workloads],
+        )
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("unchecked", [None, "the stream it was given ran its 20 ms busy-wait out"])
+def test_an_inconclusive_audit_flags_the_workload_instead_of_passing_it_silently(
+    definition: Definition, workloads: list[Workload], unchecked: str | None
+) -> None:
+    evaluator = Evaluator(_AuditedElsewhere(unchecked), paired=False)  # type: ignore[arg-type]
+    candidate = kernel_solution("honest.cpp")
+    result = evaluator.evaluate(definition, workloads[:2], candidate, candidate, quick_config())
+    assert result.status == EvaluationStatus.PASSED
+    for w in result.workloads:
+        assert ("stream-unchecked" in w.flags) is (unchecked is not None), w.flags

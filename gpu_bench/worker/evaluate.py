@@ -96,6 +96,9 @@ class WorkloadOutcome(BaseModel):
     perturbed: bool = False
     """The workload's fixed (blob) inputs were also verified on a perturbed copy, and the kernel was timed and
     memo-checked on perturbed copies: answers carried for the fixed values cannot pass or time well."""
+    stream_unchecked: str | None = None
+    """Why the stream audit (``timing/streams.py``) could not tell whether the kernel works on the stream it is
+    given (it was inconclusive); None where it could, or where it does not apply. Flagged ``stream-unchecked``."""
 
 
 class ReferenceFailure(RuntimeError):

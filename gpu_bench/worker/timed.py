@@ -179,6 +179,7 @@ def time_workload(
 
     paired: PairedStats | None = None
     overhead = 0.0  # what timing subtracts from each of the kernel's calls; the memo check does the same
+    unchecked: str | None = None  # why the stream audit could not tell, where it could not
     try:
         if incumbent is not None:
             incumbent_calls = [incumbent.bind(buffers, sets[1 - k], axes) for k in range(len(sets))]
@@ -222,7 +223,7 @@ def time_workload(
         timed()
         synchronize(kernel.device)
         if kernel.device == CUDA and kernel.destination_passing:
-            _audit_streams(kernel, buffers, sets[side[0]], axes, stats.median_ms, config.timeout_s)
+            unchecked = _audit_streams(kernel, buffers, sets[side[0]], axes, stats.median_ms, config.timeout_s)
     except TimingMismatch as exc:
         return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=f"while timing: {exc}")
     except IncumbentMismatch as exc:
@@ -261,7 +262,7 @@ def time_workload(
             return failure(kernel, exc, "on unseen inputs after timing: ")
         if memo is not None:
             return WorkloadOutcome(status=EvaluationStatus.REJECTED, reason=memo)
-    return passed.model_copy(update={"timing": stats, "paired": paired})
+    return passed.model_copy(update={"timing": stats, "paired": paired, "stream_unchecked": unchecked})
 
 
 def _memo_check(
@@ -460,10 +461,11 @@ def _cpu_flush(
 def _audit_streams(
     kernel: Kernel, buffers: Mapping[str, Value], outputs: Mapping[str, torch.Tensor], axes: Mapping[str, int],
     median_ms: float, wait_s: float,
-) -> None:  # fmt: skip
+) -> str | None:  # fmt: skip
     """The stream audit (``timing/streams.py``) on these outputs, under the GPU's lock (its busy-wait would
     disturb another worker's timing): TimingMismatch when the kernel's work runs on another stream than the
-    one it is given. The outputs are left as the kernel wrote them."""
+    one it is given; why not, where the audit could not tell (the workload is flagged); None where it ran on
+    the stream. The outputs are left as the kernel wrote them."""
     gpu = current_cuda_device()
     with gpu_lock(device_key(gpu.index), wait_s=wait_s):
         found = audit_streams(
@@ -475,6 +477,7 @@ def _audit_streams(
         )
     if found.verdict == "elsewhere":
         raise TimingMismatch(found.detail)
+    return found.detail if found.verdict == "inconclusive" else None
 
 
 def _time_on_gpu(timed: Call, config: EvalConfig, before_sample: Callable[[int], None]) -> TimingStats:
