@@ -1,5 +1,6 @@
-"""Landlock for the Python host (``sandbox/landlock.py``): after ``restrict_writes``, a process and what it
-starts change files only beneath the folders it was given, still write to /dev/null, and read everything."""
+"""Landlock (``sandbox/landlock.py``) for the Python host, the worker and compilers no sandbox wraps: after
+``restrict_writes``, a process and what it starts change files only beneath the folders it was given, still
+write to /dev/null, and read everything."""
 
 from __future__ import annotations
 
@@ -70,3 +71,31 @@ def test_the_handled_accesses_grow_with_the_abi() -> None:
     assert landlock.handled(1) & landlock.WRITE_FILE and not landlock.handled(1) & landlock.REFER
     assert landlock.handled(2) & landlock.REFER and not landlock.handled(2) & landlock.TRUNCATE
     assert landlock.handled(3) & landlock.TRUNCATE
+
+
+@pytest.mark.skipif(landlock.version() < 1, reason="this Linux kernel has no Landlock")
+@pytest.mark.parametrize("where", ["inside a sandbox", "no sandbox"])
+def test_a_compiler_no_sandbox_wraps_writes_only_its_build_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """``run_confined`` where bubblewrap does not wrap the command (the worker's build helper, inside the
+    sandbox: a compiler flag such as ``-fplugin`` runs code in the compiler, which must not get the helper's
+    right to write the build cache; or a machine without a sandbox): Landlock holds it to its build folder,
+    and its temporary files land there."""
+    from evoteam.gpu_bench.sandbox import IN_SANDBOX_ENV
+    from evoteam.gpu_bench.sandbox.choose import MODE_ENV
+    from evoteam.gpu_bench.sandbox.run import run_confined
+
+    if where == "inside a sandbox":
+        monkeypatch.setenv(IN_SANDBOX_ENV, "1")
+    else:
+        monkeypatch.setenv(MODE_ENV, "off")
+        monkeypatch.setattr("evoteam.gpu_bench.sandbox.choose._chosen", None)
+    work, cache = tmp_path / "build", tmp_path / "cache"
+    work.mkdir()
+    cache.mkdir()
+    script = f'echo built > kernel.so; echo "$TMPDIR" > tmpdir.txt; echo planted > "{cache}/entry.so" || exit 7'
+    done = run_confined(["sh", "-c", script], work, 30)
+    assert done.returncode == 7 and "Permission denied" in done.stderr, done
+    assert (work / "kernel.so").read_text() == "built\n" and not (cache / "entry.so").exists()
+    assert (work / "tmpdir.txt").read_text().strip() == str(work / ".evoteam-tmp")

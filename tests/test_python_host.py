@@ -4,6 +4,7 @@ on buffers shared with the worker, stopped between calls with everything they st
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import time
 from pathlib import Path
@@ -122,6 +123,36 @@ def writes(x, y, out):
 def leaves_handler(x, y, out):
     signal.signal(signal.SIGUSR1, lambda *_: None)
     torch.add(2 * x, y, out=out)
+
+def writes_from_every_thread(x, y, out):
+    """Runs code on each of its host's other threads (a C-level SIGUSR2 handler, sent to each thread), where
+    each opens the file the test names for writing: the threads tried, the handlers run, the opens that
+    succeeded and those refused with EACCES, into out."""
+    import ctypes
+    import threading
+    import time
+    libc = ctypes.CDLL(None, use_errno=True)
+    target = os.environ["EVOTEAM_TEST_OUTSIDE"].encode()
+    results = []
+
+    def handler(signum):
+        fd = libc.open(target, 0o101, 0o644)  # O_WRONLY | O_CREAT
+        results.append(fd if fd >= 0 else -ctypes.get_errno())
+        if fd >= 0:
+            libc.close(fd)
+
+    keep = ctypes.CFUNCTYPE(None, ctypes.c_int)(handler)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal(signal.SIGUSR2, keep)
+    me = threading.get_native_id()
+    others = [int(t) for t in os.listdir("/proc/self/task") if int(t) != me]
+    for tid in others:
+        libc.syscall(234, os.getpid(), tid, signal.SIGUSR2)  # tgkill (x86-64)
+    deadline = time.monotonic() + 5
+    while len(results) < len(others) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    out.zero_()
+    out[:4] = torch.tensor([len(others), len(results), sum(r >= 0 for r in results), results.count(-13)])
 '''
 
 
@@ -336,3 +367,24 @@ def test_a_kernel_writes_only_in_its_own_folders(
     assert temporary is not None and (Path(temporary) / "mine.txt").exists()
     kernel.release()
     assert not Path(temporary).exists()
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate calls tgkill by its x86-64 number")
+def test_a_thread_the_host_had_before_its_candidate_loaded_cannot_write_either(
+    folder: Path, definition: Definition, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Landlock holds the thread that restricts itself and those it starts later: restricted after torch
+    loaded, the host's pool threads (two more with two CPUs) wrote anywhere. The host now restricts itself
+    before torch loads, so code a candidate runs on any of its threads is refused (EACCES)."""
+    outside = tmp_path / "outside.txt"
+    monkeypatch.setenv("EVOTEAM_TEST_OUTSIDE", str(outside))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # a pool of threads at import, whatever this machine's CPUs
+    kernel = host(folder, definition, "writes_from_every_thread")
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    kernel.release()
+    if not kernel.files_confined:
+        pytest.skip("this Linux kernel has no Landlock")
+    others, ran, opened, refused = outputs["out"][:4].int().tolist()
+    assert others >= 1 and ran == others, (others, ran)  # code ran on every other thread of the host
+    assert opened == 0 and refused == others and not outside.exists()

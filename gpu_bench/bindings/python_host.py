@@ -66,7 +66,7 @@ class PythonHostKernel(ProcessHost):
         self._touch()
 
     def _command(self, sock: int) -> tuple[list[str], tuple[int, ...], dict[str, str] | None]:
-        module = "evoteam.gpu_bench.bindings.python_host_program"
+        module = "evoteam.gpu_bench.sandbox.host_start"  # confined before torch loads, then the host program
         flags = [str(os.getpid()), str(self._threads), "1" if self._dps else "0", self.kind]
         where = [self._folder, self._entry_file, self._symbol]
         # -B: no bytecode written into the build cache (its entries stay as built); -u: prints reach the log

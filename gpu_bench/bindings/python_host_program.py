@@ -1,28 +1,27 @@
 """The Python host: a process of its own that runs one Python or tvm-ffi candidate on the CPU (see
 ``python_host.py``).
 
-Run as ``python -m evoteam.gpu_bench.bindings.python_host_program SOCK WORKER THREADS DPS KIND FOLDER FILE SYMBOL``:
+Run as ``python -m evoteam.gpu_bench.sandbox.host_start SOCK WORKER THREADS DPS KIND FOLDER FILE SYMBOL``:
 ``KIND`` is ``python`` (``FOLDER`` is the solution's, ``FILE`` its entry file) or ``tvm-ffi`` (``FOLDER`` is the
-module's library); an empty ``FOLDER`` runs the empty kernel, whose round trip timing subtracts. It arranges to die
-with the worker, becomes a child subreaper (what the candidate starts stays its descendant, which the worker stops
-and kills with it), restricts its writes with Landlock to its own folders (``landlock.py``, ``writable_folders``),
-installs the seccomp program the worker sends first (``confine.py``: no other process may be signalled, rescheduled,
-limited, traced or read) and becomes non-dumpable, imports the candidate and answers ``K`` (``KL`` when Landlock
-holds), then serves the worker over a sequenced-packet socket in the native host's framing: ``B`` maps a binding's
-buffers (memfds passed with SCM_RIGHTS) as tensors, ``C`` calls the candidate and answers with the call's nonce,
-``F`` forgets a binding. A value-returning candidate's result is copied into the shared outputs; a result that does
-not fit them is answered with the status it earns (rc 2: a shape, rc 3: a dtype) and why. Nothing here decides a
-verdict: the worker reads the outputs from shared memory and times the round trip with its own clock.
+module's library); an empty ``FOLDER`` runs the empty kernel, whose round trip timing subtracts. ``host_start`` arms
+the death signal with the worker, makes the host a child subreaper (what the candidate starts stays its descendant,
+which the worker stops and kills with it) and restricts its writes with Landlock to its own folders while it has
+one thread, before torch loads; then ``main`` here installs the seccomp program the worker sends first
+(``confine.py``: no other process may be signalled, rescheduled, limited, traced or read) and becomes
+non-dumpable, imports the candidate and answers ``K`` (``KL`` when Landlock holds every thread), then serves the
+worker over a sequenced-packet socket in the native host's framing: ``B`` maps a binding's buffers (memfds passed
+with SCM_RIGHTS) as tensors, ``C`` calls the candidate and answers with the call's nonce, ``F`` forgets a binding.
+A value-returning candidate's result is copied into the shared outputs; a result that does not fit them is answered
+with the status it earns (rc 2: a shape, rc 3: a dtype) and why. Nothing here decides a verdict: the worker reads
+the outputs from shared memory and times the round trip with its own clock.
 """
 
 from __future__ import annotations
 
 import array
-import ctypes
 import json
 import mmap
 import os
-import signal
 import socket
 import struct
 import sys
@@ -35,8 +34,6 @@ import torch
 _CALL = struct.Struct("<cxxxIQ")
 _ANSWER = struct.Struct("<cBxxiQ")
 _BIND = struct.Struct("<cxxxII")
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
 _MESSAGE = 1 << 20
 _MAX_FDS = 256
 RC_ERROR, RC_SHAPE, RC_DTYPE = 1, 2, 3
@@ -167,25 +164,22 @@ def serve(sock: socket.socket, fn: Callable[..., object], dps: bool, empty: bool
         sock.send(_ANSWER.pack(b"R", 0, rc, nonce) + why.encode(errors="replace")[:60000])
 
 
-def main(argv: Sequence[str]) -> int:
-    sock_fd, worker, threads, dps_flag, kind, folder, entry_file, symbol = argv
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != int(worker):  # the worker died before the death signal was armed
-        return 3
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+def main(argv: Sequence[str], confined: bool, refused: str | None) -> int:
+    """Called by ``sandbox/host_start.py`` once it restricted the host's writes (``confined``: Landlock holds
+    every thread; ``refused``: why Landlock refused the ruleset)."""
+    sock_fd, _worker, threads, dps_flag, kind, folder, entry_file, symbol = argv
     sock = socket.socket(fileno=int(sock_fd))
     torch.set_num_threads(int(threads))
     from evoteam.gpu_bench.bindings import confine
-    from evoteam.gpu_bench.sandbox import landlock
 
     first = sock.recv(_MESSAGE)  # the worker's seccomp program for this host, before any candidate code
     if first[:1] != b"P":
         sock.send(b"Eno seccomp program")
         return 4
     try:
-        confined = landlock.restrict_writes(writable_folders())
-        confine.install(first[1:])
+        if refused is not None:
+            raise OSError(refused)
+        confine.install(first[1:])  # every thread (TSYNC)
     except OSError as exc:
         sock.send(b"E" + f"cannot confine the host: {exc}".encode())
         return 4
@@ -208,15 +202,7 @@ def main(argv: Sequence[str]) -> int:
     return serve(sock, fn, dps, empty)
 
 
-def writable_folders() -> list[Path]:
-    """What the host may change: its temporary folder (``TMPDIR``, the worker's for it), the solution's run-time
-    build folders (``extension_dirs``; where the worker set none, below the temporary folder) and /dev/shm."""
-    temporary = Path(os.environ.get("TMPDIR") or "/tmp")
-    for variable, name in (("TORCH_EXTENSIONS_DIR", "torch_extensions"), ("TORCHINDUCTOR_CACHE_DIR", "torchinductor")):
-        os.environ.setdefault(variable, str(temporary / name))
-    folders = [temporary, Path(os.environ["TORCH_EXTENSIONS_DIR"]), Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])]
-    return [*folders, *([Path("/dev/shm")] if Path("/dev/shm").is_dir() else [])]
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from evoteam.gpu_bench.sandbox import host_start
+
+    sys.exit(host_start.main(sys.argv[1:]))
