@@ -16,6 +16,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
+from evoteam.gpu_bench.bindings.load import runs_in_caller
 from evoteam.gpu_bench.build.builder import BUILD_TIMEOUT_S, BuildResult
 from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
@@ -91,6 +92,10 @@ class WorkerHandle(Protocol):
 
     def evaluate(self, request: EvaluateRequest, timeout_s: float) -> Evaluated | Failed: ...
 
+    def retire(self) -> None:
+        """Ends the worker now; the next request starts a fresh one."""
+        ...
+
 
 def run_solution(
     worker: WorkerHandle,
@@ -102,7 +107,27 @@ def run_solution(
     progress: Progress | None = None,
 ) -> SolutionRun:
     """Builds ``solution`` in ``worker``, then evaluates it on each workload in turn (``blob_root`` as the
-    worker sees it)."""
+    worker sees it). A solution that asked for isolation but runs in the worker's own process (a kernel on a
+    GPU, which has no host yet) retires the worker when it is done: whatever it left in that process (threads,
+    patched code, CUDA context state such as limits, cache configuration or work still queued) cannot reach
+    the next solution, which starts in a fresh one. Decided here, from the solution, not from anything the
+    worker says."""
+    try:
+        return _run_solution(worker, definition, workloads, solution, config, blob_root, progress)
+    finally:
+        if config.isolate and runs_in_caller(solution, isolate=True):
+            worker.retire()
+
+
+def _run_solution(
+    worker: WorkerHandle,
+    definition: Definition,
+    workloads: list[Workload],
+    solution: Solution,
+    config: EvalConfig,
+    blob_root: str | None,
+    progress: Progress | None,
+) -> SolutionRun:
     request = BuildRequest(id=worker.next_id(), solution=solution, definition=definition, isolate=config.isolate)
     try:
         built = worker.build(request, BUILD_TIMEOUT_S)

@@ -49,6 +49,17 @@ def load_kernel(solution: Solution, artifact: str, definition: Definition, isola
     raise KernelLoadError(f"binding {binding.value!r} is not supported by this evaluator")
 
 
+def runs_in_caller(solution: Solution, isolate: bool) -> bool:
+    """Whether ``load_kernel(..., isolate)`` runs the solution's code (its library's constructors included) in
+    the calling process: always without ``isolate``; with it, a kernel on a GPU (a CUDA solution, or a Python
+    one whose target is a GPU), for which there is no host yet."""
+    if not isolate:
+        return True
+    spec = solution.spec
+    on_gpu = spec.resolved_binding() == Binding.PYTHON and device_for(spec.target_hardware) == CUDA
+    return spec.language == Language.CUDA or on_gpu
+
+
 def _load_cuda(solution: Solution, artifact: str, definition: Definition, binding: Binding) -> Kernel:
     spec = solution.spec
     if binding not in (Binding.C, Binding.PYCUDA):

@@ -185,6 +185,11 @@ class LineWorker(ABC):
         self._next_id += 1
         return self._next_id
 
+    def retire(self) -> None:
+        """Ends the worker (and what it started); the next request starts a fresh one."""
+        if self.alive:
+            self.kill()
+
     def _call(self, request: BuildRequest | EvaluateRequest, timeout_s: float) -> Built | Evaluated | Failed:
         try:
             response = self._answer(request, timeout_s)
