@@ -113,46 +113,34 @@ def run_solution(
     the next solution, which starts in a fresh one. Decided here, from the solution, not from anything the
     worker says."""
     try:
-        return _run_solution(worker, definition, workloads, solution, config, blob_root, progress)
+        request = BuildRequest(id=worker.next_id(), solution=solution, definition=definition, isolate=config.isolate)
+        try:
+            built = worker.build(request, BUILD_TIMEOUT_S)
+        except WorkerLost as lost:
+            built = Failed(id=request.id, error="load", message=f"{lost.reason}\n{lost.log_tail}")
+        env = worker.environment or Environment(hardware="unknown")
+        if isinstance(built, Failed):
+            failed = BuildResult(ok=False, log=built.message)
+            return SolutionRun(solution=solution, build=failed, environment=env, workloads=[])
+        if not built.build.ok or built.load_error:
+            return SolutionRun(
+                solution=solution, build=built.build, load_error=built.load_error, environment=env, workloads=[]
+            )
+        runs: list[WorkloadRun] = []
+        stopped: WorkloadRun | None = None
+        for workload in workloads:
+            run = _skipped(workload, stopped) if stopped is not None else None
+            if run is None:
+                run = _one(worker, definition, workload, solution, config, blob_root)
+                if not config.keep_going and run.outcome.status in FAIL_FAST:
+                    stopped = run
+            runs.append(run)
+            if progress is not None:
+                progress(run)
+        return SolutionRun(solution=solution, build=built.build, environment=env, workloads=runs)
     finally:
         if config.isolate and runs_in_caller(solution, isolate=True):
             worker.retire()
-
-
-def _run_solution(
-    worker: WorkerHandle,
-    definition: Definition,
-    workloads: list[Workload],
-    solution: Solution,
-    config: EvalConfig,
-    blob_root: str | None,
-    progress: Progress | None,
-) -> SolutionRun:
-    request = BuildRequest(id=worker.next_id(), solution=solution, definition=definition, isolate=config.isolate)
-    try:
-        built = worker.build(request, BUILD_TIMEOUT_S)
-    except WorkerLost as lost:
-        built = Failed(id=request.id, error="load", message=f"{lost.reason}\n{lost.log_tail}")
-    env = worker.environment or Environment(hardware="unknown")
-    if isinstance(built, Failed):
-        failed = BuildResult(ok=False, log=built.message)
-        return SolutionRun(solution=solution, build=failed, environment=env, workloads=[])
-    if not built.build.ok or built.load_error:
-        return SolutionRun(
-            solution=solution, build=built.build, load_error=built.load_error, environment=env, workloads=[]
-        )
-    runs: list[WorkloadRun] = []
-    stopped: WorkloadRun | None = None
-    for workload in workloads:
-        run = _skipped(workload, stopped) if stopped is not None else None
-        if run is None:
-            run = _one(worker, definition, workload, solution, config, blob_root)
-            if not config.keep_going and run.outcome.status in FAIL_FAST:
-                stopped = run
-        runs.append(run)
-        if progress is not None:
-            progress(run)
-    return SolutionRun(solution=solution, build=built.build, environment=env, workloads=runs)
 
 
 FAIL_FAST = (EvaluationStatus.TIMEOUT, EvaluationStatus.RUNTIME_ERROR)
