@@ -153,7 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _hold_on_to_worker(args.worker)
     sys.dont_write_bytecode = True  # build cache entries stay as built
-    return serve(sys.stdin, sys.stdout, args.cache)
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the protocol on a private fd: a print goes to stderr
+    os.dup2(2, 1)
+    return serve(sys.stdin, answers, args.cache)
 
 
 if __name__ == "__main__":
