@@ -10,6 +10,7 @@ import pytest
 from conftest import Bench, kernel_solution
 from evoteam.gpu_bench.build.builder import build, build_key
 from evoteam.gpu_bench.runner import LocalRunner
+from evoteam.gpu_bench.sandbox import IN_SANDBOX_ENV, current, landlock
 from evoteam.gpu_bench.schema import EvaluationStatus
 
 pytestmark = pytest.mark.integration
@@ -62,3 +63,38 @@ def test_swapped_sources_and_extra_files_are_caught(tmp_path: Path) -> None:
     again = build(solution, tmp_path)
     assert not again.cached
     assert "source honest.cpp" in again.log and "planted.so" in again.log
+
+
+@pytest.mark.parametrize("where", ["wrapped by the sandbox", "held by Landlock"])
+def test_a_compile_that_leaves_links_cannot_steer_the_builder_s_writes_into_another_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """gcc's ``-wrapper`` runs each compiler pass through a program of the solution's choosing: here a shell
+    that links the new entry's ``result.json`` and ``manifest.json`` to another entry's ``kernel.so`` and
+    ``manifest.json``, so that the builder's own writes would land there. Where Landlock holds the compiler
+    (no sandbox wraps it: the worker's build helper) no link can be made; where the sandbox wraps it, the
+    links are found and the build refused. Either way the other entry stays as built."""
+    if where == "held by Landlock":
+        if landlock.version() < 1:
+            pytest.skip("this Linux kernel has no Landlock")
+        monkeypatch.setenv(IN_SANDBOX_ENV, "1")
+    elif not current().isolated:
+        pytest.skip("no sandbox here")
+    victim = kernel_solution("honest.cpp")
+    assert build(victim, tmp_path).ok
+    entry = tmp_path / build_key(victim)
+    before = {p.name: p.read_bytes() for p in entry.iterdir() if p.is_file()}
+    script = (
+        f"ln -s ../{entry.name}/kernel.so result.json; ln -s ../{entry.name}/manifest.json manifest.json; "
+        'exec "$0" "$@"'
+    )
+    attacker = kernel_solution("honest.cpp")
+    spec = attacker.spec.model_copy(update={"compile_flags": ["-O2", "-wrapper", f"sh,-c,{script}"]})
+    attacker = attacker.model_copy(update={"name": "linker", "spec": spec})
+    built = build(attacker, tmp_path)
+    if where == "held by Landlock":
+        assert built.ok and not any(p.is_symlink() for p in (tmp_path / build_key(attacker)).iterdir())
+    else:
+        assert not built.ok and "result.json" in built.log and "refused" in built.log, built.log[-600:]
+    assert {p.name: p.read_bytes() for p in entry.iterdir() if p.is_file()} == before
+    assert build(victim, tmp_path).cached

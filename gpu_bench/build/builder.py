@@ -101,6 +101,10 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
             dest.write_text(source.content)
         result = _compile(solution, work, final)
         result.diagnostics = [*result.diagnostics, *lint_solution(solution)]  # kept with the entry
+        strange = _not_plain(work)
+        if result.ok and strange:  # the builder's writes below would follow a link out of the entry
+            note = f"[evoteam: the build left what is no plain file or folder ({', '.join(strange[:5])}); refused]"
+            result = result.model_copy(update={"ok": False, "artifact": None, "log": f"{result.log}\n{note}"})
         if result.ok:
             if final.exists() and not marker.is_file():  # left half-written by a killed build
                 shutil.rmtree(final, ignore_errors=True)
@@ -128,6 +132,18 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
 _RESULT = "result.json"
 _MANIFEST = "manifest.json"
 """SHA-256 of every file of a cache entry when it was made: an entry is checked against it on every read."""
+
+
+def _not_plain(folder: Path) -> list[str]:
+    """What in ``folder`` is neither a plain file nor a folder (a symbolic link above all: the result and the
+    manifest written into an entry would follow one into another entry). Nothing a compiler makes."""
+    found: list[str] = []
+    for parent, folders, files in os.walk(folder):
+        for name in [*folders, *files]:
+            path = Path(parent) / name
+            if path.is_symlink() or not (path.is_file() or path.is_dir()):
+                found.append(path.relative_to(folder).as_posix())
+    return sorted(found)
 
 
 def _digests(folder: Path) -> dict[str, str]:

@@ -28,6 +28,7 @@ _PR_SET_NO_NEW_PRIVS = 38
 WRITE_FILE, REMOVE_DIR, REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 MAKE = sum(1 << bit for bit in range(6, 13))
 """MAKE_CHAR, MAKE_DIR, MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM."""
+MAKE_SYM = 1 << 12
 REFER, TRUNCATE = 1 << 13, 1 << 14
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 
@@ -56,10 +57,11 @@ def version() -> int:
     return max(0, int(libc.syscall(CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)))
 
 
-def restrict_writes(writable: Sequence[Path], devices: Path = Path("/dev")) -> bool:
+def restrict_writes(writable: Sequence[Path], devices: Path = Path("/dev"), links: bool = True) -> bool:
     """Restricts this process (and what it starts) to changing files only beneath ``writable`` (each made if
-    missing) and writing existing files under ``devices``; TCP closed where the ABI has it (4 and later).
-    False where the kernel has no Landlock; OSError when it refuses the ruleset."""
+    missing; symbolic links made there too unless ``links`` is False) and writing existing files under
+    ``devices``; TCP closed where the ABI has it (4 and later). False where the kernel has no Landlock;
+    OSError when it refuses the ruleset."""
     libc = ctypes.CDLL(None, use_errno=True)
     abi = version()
     if abi < 1:
@@ -70,7 +72,8 @@ def restrict_writes(writable: Sequence[Path], devices: Path = Path("/dev")) -> b
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "cannot create the Landlock ruleset")
     try:
-        for folder, allowed in [*((Path(w), access) for w in writable), (devices, WRITE_FILE | (access & TRUNCATE))]:
+        beneath = access if links else access & ~MAKE_SYM
+        for folder, allowed in [*((Path(w), beneath) for w in writable), (devices, WRITE_FILE | (access & TRUNCATE))]:
             folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(folder, os.O_PATH | os.O_CLOEXEC)
             try:
