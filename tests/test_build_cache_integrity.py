@@ -98,3 +98,14 @@ def test_a_compile_that_leaves_links_cannot_steer_the_builder_s_writes_into_anot
         assert not built.ok and "result.json" in built.log and "refused" in built.log, built.log[-600:]
     assert {p.name: p.read_bytes() for p in entry.iterdir() if p.is_file()} == before
     assert build(victim, tmp_path).cached
+
+
+def test_a_build_that_leaves_a_file_with_two_names_is_refused(tmp_path: Path) -> None:
+    """A hard link: writing one name writes the other (in a build folder both names are its own, but where
+    no sandbox or Landlock holds the compiler, the second could be another entry's file)."""
+    solution = kernel_solution("honest.cpp")
+    spec = solution.spec.model_copy(
+        update={"compile_flags": ["-O2", "-wrapper", 'sh,-c,ln honest.cpp twin.cpp; exec "$0" "$@"']}
+    )
+    built = build(solution.model_copy(update={"name": "twins", "spec": spec}), tmp_path)
+    assert not built.ok and "honest.cpp" in built.log and "twin.cpp" in built.log and "refused" in built.log

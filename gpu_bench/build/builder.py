@@ -135,13 +135,15 @@ _MANIFEST = "manifest.json"
 
 
 def _not_plain(folder: Path) -> list[str]:
-    """What in ``folder`` is neither a plain file nor a folder (a symbolic link above all: the result and the
-    manifest written into an entry would follow one into another entry). Nothing a compiler makes."""
+    """What in ``folder`` is neither a plain file nor a folder: a symbolic link above all (the result and the
+    manifest written into an entry would follow one into another entry), or a file with a second name (a hard
+    link: writing it writes the other). Nothing a compiler makes."""
     found: list[str] = []
     for parent, folders, files in os.walk(folder):
         for name in [*folders, *files]:
             path = Path(parent) / name
-            if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            plain = path.is_dir() or (path.is_file() and path.stat().st_nlink == 1)
+            if path.is_symlink() or not plain:
                 found.append(path.relative_to(folder).as_posix())
     return sorted(found)
 
