@@ -69,6 +69,35 @@ def run(x, y, out):
 '''
 
 
+LOCK_TAMPERER = '''"""Tries to remove, replace and make lock files in the GPU lock folder, then computes honestly."""
+import os
+from pathlib import Path
+
+import torch
+
+_done = []
+
+
+def run(x, y, out):
+    if not _done:
+        _done.append(True)
+        locks = Path(os.environ["EVOTEAM_GPU_LOCKS"])
+        held = locks / "uuid-held.lock"
+        for what, act in (
+            ("unlink", lambda: held.unlink()),
+            ("replace", lambda: ((locks / "mine.tmp").write_text("x"), (locks / "mine.tmp").replace(held))),
+            ("link", lambda: (locks / "link.lock").symlink_to(held)),
+            ("make", lambda: (locks / "uuid-other.lock").write_text("")),
+        ):
+            try:
+                act()
+                print("DONE", what)
+            except OSError as exc:
+                print("REFUSED", what, exc.errno)
+    torch.add(2 * x, y, out=out)
+'''
+
+
 def _digests(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
@@ -165,3 +194,34 @@ def test_the_build_helper_answers_each_request_with_its_build(tmp_path: Path) ->
     assert [a.id for a in answers] == [1, 2]
     assert answers[0].result.ok and not answers[0].result.cached and answers[1].result.cached
     assert build_helper.serve(io.StringIO("not a request\n"), io.StringIO(), tmp_path) == 2
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(landlock.version() < 1, reason="this Linux kernel has no Landlock")
+def test_a_candidate_in_the_worker_cannot_remove_or_replace_a_gpu_lock_file(
+    tmp_path: Path, definition: Definition, workloads: list[Workload], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock file removed while another worker holds it would let a third take a new one and time beside it:
+    the worker may make lock files, never remove, replace or link one."""
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    (locks / "uuid-held.lock").write_text("")
+    monkeypatch.setenv("EVOTEAM_GPU_LOCKS", str(locks))
+    tamperer = kernel_solution("honest.py")
+    tamperer = tamperer.model_copy(
+        update={"name": "locks", "sources": [SourceFile(path="honest.py", content=LOCK_TAMPERER)]}
+    )
+    runner = LocalRunner(cache_root=tmp_path / "cache")
+    try:
+        run = runner.run(definition, workloads[:1], tamperer, quick_config(measure=False, isolate=False), None)
+    finally:
+        runner.close()
+    assert run.workloads[0].outcome.status == EvaluationStatus.PASSED
+    log = run.workloads[0].log
+    assert re.findall(r"(DONE|REFUSED) (\w+)", log) == [
+        ("REFUSED", "unlink"),
+        ("REFUSED", "replace"),
+        ("REFUSED", "link"),
+        ("DONE", "make"),
+    ], log
+    assert (locks / "uuid-held.lock").is_file() and not (locks / "uuid-held.lock").is_symlink()

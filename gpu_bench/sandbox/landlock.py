@@ -57,11 +57,14 @@ def version() -> int:
     return max(0, int(libc.syscall(CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)))
 
 
-def restrict_writes(writable: Sequence[Path], devices: Path = Path("/dev"), links: bool = True) -> bool:
+def restrict_writes(
+    writable: Sequence[Path], devices: Path = Path("/dev"), links: bool = True, lasting: Sequence[Path] = ()
+) -> bool:
     """Restricts this process (and what it starts) to changing files only beneath ``writable`` (each made if
-    missing; symbolic links made there too unless ``links`` is False) and writing existing files under
-    ``devices``; TCP closed where the ABI has it (4 and later). False where the kernel has no Landlock;
-    OSError when it refuses the ruleset."""
+    missing; symbolic links made there too unless ``links`` is False), to making and writing files beneath
+    ``lasting`` but never removing, renaming or linking one there (a shared folder of lock files: what others
+    hold stays), and to writing existing files under ``devices``; TCP closed where the ABI has it (4 and
+    later). False where the kernel has no Landlock; OSError when it refuses the ruleset."""
     libc = ctypes.CDLL(None, use_errno=True)
     abi = version()
     if abi < 1:
@@ -73,7 +76,9 @@ def restrict_writes(writable: Sequence[Path], devices: Path = Path("/dev"), link
         raise OSError(ctypes.get_errno(), "cannot create the Landlock ruleset")
     try:
         beneath = access if links else access & ~MAKE_SYM
-        for folder, allowed in [*((Path(w), beneath) for w in writable), (devices, WRITE_FILE | (access & TRUNCATE))]:
+        kept = access & ~(REMOVE_FILE | REMOVE_DIR | REFER | MAKE_SYM)
+        rules = [*((Path(w), beneath) for w in writable), *((Path(k), kept) for k in lasting)]
+        for folder, allowed in [*rules, (devices, WRITE_FILE | (access & TRUNCATE))]:
             folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(folder, os.O_PATH | os.O_CLOEXEC)
             try:

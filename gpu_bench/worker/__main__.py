@@ -67,7 +67,7 @@ def confine_writes(args: argparse.Namespace) -> tuple[BuildHelper, str]:
     triton = os.environ.get("TRITON_CACHE_DIR")
     builds = extension_dirs.root_from_environment()
     named = [Path(triton)] if triton and (builds is None or builds not in Path(triton).parents) else []
-    held = writes.confine(writes.writable_folders(folder, locks, builds, named))
+    held = writes.confine(writes.writable_folders(folder, builds, named), locks)
     with args.log.open("a") as log:
         log.write(f"evoteam worker: its writes are {held}\n")
     return builder, held

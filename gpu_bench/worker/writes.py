@@ -7,8 +7,10 @@ the timing's flush library beside it (loaded by every later worker). So, after s
 (``build_helper.py``, the one writer of the cache) and making sure the flush library exists, and before it
 loads torch or any candidate, the worker restricts itself with Landlock (``sandbox/landlock.py``, for the
 worker and everything it starts): files may change only beneath its own folder (its log, its temporary
-folder, what Python candidates build at run time, one folder per solution), the GPU lock folder that every
-worker of the machine shares, and ``/dev/shm``; existing device files stay writable. A kernel without
+folder, what Python candidates build at run time, one folder per solution) and ``/dev/shm``; in the GPU
+lock folder that every worker of the machine shares it may make and write lock files but never remove,
+rename or link one (a lock file removed while another worker holds it would let a third time beside it);
+existing device files stay writable. A kernel without
 Landlock leaves the worker as it was, and the environment it reports says so.
 """
 
@@ -37,20 +39,21 @@ def private_tmpdir(folder: Path) -> Path:
     return private
 
 
-def writable_folders(folder: Path, locks: Path, builds: Path | None, extra: list[Path]) -> list[Path]:
-    """The worker's own ``folder`` (log, temporary folder), the GPU ``locks`` folder, its run-time ``builds``
-    (where its owner put them) and ``extra`` (a Triton cache named by hand), and ``/dev/shm`` where there
-    is one."""
-    found = [folder, locks, *([builds] if builds is not None else []), *extra]
+def writable_folders(folder: Path, builds: Path | None, extra: list[Path]) -> list[Path]:
+    """The worker's own ``folder`` (log, temporary folder), its run-time ``builds`` (where its owner put them)
+    and ``extra`` (a Triton cache named by hand), and ``/dev/shm`` where there is one."""
+    found = [folder, *([builds] if builds is not None else []), *extra]
     return [*found, *([SHARED_MEMORY] if SHARED_MEMORY.is_dir() else [])]
 
 
-def confine(folders: list[Path]) -> str:
-    """Restricts this process's writes to ``folders``; one line saying what holds, for the worker's log and
-    the environment it reports."""
+def confine(folders: list[Path], locks: Path) -> str:
+    """Restricts this process's writes to ``folders``, and in the GPU ``locks`` folder every worker of the
+    machine shares to making and writing lock files, never removing or replacing one (another worker's lock
+    would then lock nothing); one line saying what holds, for the worker's log and the environment it
+    reports."""
     threads = landlock.threads_now()
     try:
-        confined = landlock.restrict_writes(folders)
+        confined = landlock.restrict_writes(folders, lasting=[locks])
     except OSError as exc:
         return f"not confined: Landlock refused ({exc})"
     if not confined:
