@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from evoteam.gpu_bench.remote.ray_runner import NoFittingNode, RayHandle, RayJob
 from evoteam.gpu_bench.result import CandidateResult
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, Solution, Workload
+from evoteam.gpu_bench.timing.gpu_lock import lock_folder
 from evoteam.gpu_bench.verify.reference import reference_solution
 from evoteam.gpu_bench.worker.evaluate import EvalConfig
 
@@ -44,7 +47,7 @@ def cluster() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def ray_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The nodes' build cache: one folder a (sandboxed) evaluation worker may write to."""
+    """The nodes' build cache (written by each worker's build helper)."""
     return tmp_path_factory.mktemp("ray-build-cache")
 
 
@@ -124,26 +127,29 @@ def test_progress_hears_every_workload_in_order(
 
 
 def test_two_candidates_run_in_parallel(
-    ray_runner: RayRunner, ray_cache: Path, definition: Definition, workloads: list[Workload]
+    ray_runner: RayRunner, definition: Definition, workloads: list[Workload]
 ) -> None:
     """Each candidate waits on its large workload until the other one is there too (tests/kernels/rendezvous.cpp):
     both pass only when they run at the same time; one after the other, the first would wait alone until its
     timeout. So neither a slow machine nor a fast one decides it, and a submit that waited for its evaluation
     would never let the second start."""
     large = [w for w in workloads if w.uuid == "large-65536"]
-    meeting = ray_cache / "rendezvous"
-    meeting.mkdir()
+    # The rendezvous is a file each candidate makes: in process, because the native host holds files read-only,
+    # and in the GPU lock folder, the one folder every (sandboxed) worker of the machine may make files in.
+    lock_folder().mkdir(parents=True, exist_ok=True)
+    meeting = Path(tempfile.mkdtemp(prefix="rendezvous-", dir=lock_folder()))
     solution = kernel_solution("rendezvous.cpp")
     flags = [*solution.spec.compile_flags, f'-DRENDEZVOUS="{meeting}"']
     solution = solution.model_copy(update={"spec": solution.spec.model_copy(update={"compile_flags": flags})})
-    # only a hang comes near the timeout; in process, because the native host holds files read-only (Landlock)
-    # and the rendezvous is a file each candidate writes
-    config = quick_config(timeout_s=120.0, isolate=False)
-    runs = ray_runner.gather([ray_runner.submit(definition, large, solution, config, None) for _ in "ab"])
-    assert [[w.outcome.status for w in r.workloads] for r in runs] == [[S.PASSED], [S.PASSED]], [
-        w.outcome.reason for r in runs for w in r.workloads
-    ]
-    assert len(list(meeting.iterdir())) == 2  # two processes met there
+    config = quick_config(timeout_s=120.0, isolate=False)  # only a hang comes near the timeout
+    try:
+        runs = ray_runner.gather([ray_runner.submit(definition, large, solution, config, None) for _ in "ab"])
+        assert [[w.outcome.status for w in r.workloads] for r in runs] == [[S.PASSED], [S.PASSED]], [
+            w.outcome.reason for r in runs for w in r.workloads
+        ]
+        assert len(list(meeting.iterdir())) == 2  # two processes met there
+    finally:
+        shutil.rmtree(meeting, ignore_errors=True)
 
 
 def test_a_gpu_solution_asks_for_a_gpu_and_a_cpu_one_for_a_cpu() -> None:

@@ -104,9 +104,10 @@ class Sshd:
             if _comm(pid) == "sshd":
                 _kill(pid)
 
-    def remote_workers(self) -> list[int]:
+    def remote_workers(self, helpers: bool = False) -> list[int]:
         """Live worker processes started by these tests' remote runners (found by their cache folder; the
-        sandbox's own processes, bubblewrap and its init, which name the folder too, left out)."""
+        sandbox's own processes, bubblewrap and its init, which name the folder too, left out), and with
+        ``helpers`` their build helpers too."""
         found = []
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
@@ -116,7 +117,8 @@ class Sshd:
                 except OSError:
                     continue
                 sandbox = Path(cmdline[0].decode(errors="replace")).name == "bwrap"
-                if str(self.cache).encode() in cmdline and state != "Z" and not sandbox:
+                helper = b"evoteam.gpu_bench.worker.build_helper" in cmdline
+                if str(self.cache).encode() in cmdline and state != "Z" and not sandbox and (helpers or not helper):
                     found.append(int(entry.name))
         return found
 
@@ -198,7 +200,7 @@ def remote(sshd: Sshd) -> Iterator[SshRunner]:
         yield r
     finally:
         r.close()
-    assert _settled(sshd.remote_workers) == []
+    assert _settled(lambda: sshd.remote_workers(helpers=True)) == []
 
 
 def _bench(
@@ -363,7 +365,7 @@ def test_a_dropped_connection_reconnects_and_reruns_the_evaluation(
     finally:
         dropper.join()
         r.close()
-    assert _settled(sshd.remote_workers) == []
+    assert _settled(lambda: sshd.remote_workers(helpers=True)) == []
 
 
 def _state(pid: int) -> str:
@@ -417,7 +419,7 @@ def test_a_worker_lost_with_its_connection_is_killed_after_reconnecting(
         assert dropped == [True] and r.reconnects == 1
         assert run.workloads[0].outcome.status == EvaluationStatus.TIMEOUT
         assert _settled(lambda: _state(warm) not in ("gone", "Z"), 2.0) is False  # it would spin forever
-        assert _settled(sshd.remote_workers) == []
+        assert _settled(lambda: sshd.remote_workers(helpers=True)) == []
     finally:
         r.close()
 
@@ -433,7 +435,7 @@ def test_close_leaves_nothing_running_on_the_host(
         assert len(sshd.remote_workers()) == 1  # a fresh warm worker
     finally:
         r.close()
-    assert _settled(sshd.remote_workers) == []
+    assert _settled(lambda: sshd.remote_workers(helpers=True)) == []
     assert _settled(lambda: [p for p in _descendants(sshd.proc.pid) if _comm(p) != "sshd"]) == []
 
 
