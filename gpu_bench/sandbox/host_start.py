@@ -12,17 +12,14 @@ program's arguments.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from evoteam.gpu_bench.sandbox import landlock
+from evoteam.gpu_bench.worker import strays
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
 ARGUMENTS = 8
 """SOCK WORKER THREADS DPS KIND FOLDER FILE SYMBOL (see ``python_host_program``)."""
 
@@ -41,11 +38,9 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != ARGUMENTS:
         print(f"evoteam's Python host takes {ARGUMENTS} arguments, not {len(argv)}", file=sys.stderr)
         return 2
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != int(argv[1]):  # the worker died before the death signal was armed
+    if not strays.die_with(int(argv[1])):  # the worker died before the death signal was armed
         return 3
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    strays.become_subreaper()
     alone = landlock.threads_now() == 1
     refused = None
     try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -30,9 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from evoteam.gpu_bench.build.builder import BuildResult, build
 from evoteam.gpu_bench.schema import Solution
-
-_PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
+from evoteam.gpu_bench.worker import process_state, strays
 
 
 class HelperRequest(BaseModel):
@@ -136,22 +133,14 @@ def serve(lines: IO[str], out: IO[str], cache_root: Path | None) -> int:
     return 0
 
 
-def _hold_on_to_worker(worker: int) -> None:
-    """Non-dumpable (no process without ``CAP_SYS_PTRACE`` traces it or opens its memory) and killed when the
-    worker's thread that started it ends; gone at once if the worker already is."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != worker:
-        os._exit(0)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evoteam.gpu_bench.worker.build_helper")
     parser.add_argument("--cache", type=Path, default=None, help="build cache folder")
     parser.add_argument("--worker", type=int, required=True, help="the pid of the worker it serves")
     args = parser.parse_args(argv)
-    _hold_on_to_worker(args.worker)
+    process_state.forbid_inspection()  # no process without CAP_SYS_PTRACE traces it or opens its memory
+    if not strays.die_with(args.worker):  # killed when the worker's thread that started it ends
+        return 0
     sys.dont_write_bytecode = True  # build cache entries stay as built
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the protocol on a private fd: a print goes to stderr
     os.dup2(2, 1)

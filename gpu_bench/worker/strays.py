@@ -19,6 +19,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 PROCESS_HEADROOM = 1024
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -54,6 +55,14 @@ def become_subreaper() -> bool:
         return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+
+
+def die_with(parent: int) -> bool:
+    """This process is killed (SIGKILL) when the thread of ``parent`` that started it ends; False where
+    ``parent`` is already gone (the death signal came too late to fire), and the caller should exit."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return os.getppid() == parent
 
 
 def children(pid: int | None = None) -> list[int]:

@@ -10,8 +10,8 @@ worker and everything it starts): files may change only beneath its own folder (
 folder, what Python candidates build at run time, one folder per solution) and ``/dev/shm``; in the GPU
 lock folder that every worker of the machine shares it may make and write lock files but never remove,
 rename or link one (a lock file removed while another worker holds it would let a third time beside it);
-existing device files stay writable. A kernel without
-Landlock leaves the worker as it was, and the environment it reports says so.
+existing device files stay writable. A kernel without Landlock leaves the worker as it was, and the
+environment it reports says so.
 """
 
 from __future__ import annotations
