@@ -43,6 +43,7 @@ from evoteam.gpu_bench.api import (
     cpu_name,
     find_task,
     reference_solution,
+    thread_policy,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-time", type=float, default=1.0, help="timing cap per kernel and workload, seconds")
     parser.add_argument("--workloads", type=int, default=0, help="only the first N workloads (0: all)")
     parser.add_argument("--json", type=Path, help="also write the rows here (the device check's figures read it)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="threads kernels may use (default: the worker's, one per CPU)"
+    )
     args = parser.parse_args(argv)
     console = Console(width=140)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
@@ -77,14 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as cache, _burning(args.burners):
         for kernel in kernels:
             task = find_task("rmsnorm" if kernel == "reference" else kernel, EXAMPLE)
-            rows += _bench(kernel, task, config, Path(cache), args.workloads, console)
-    _print(rows, console, args.burners)
+            rows += _bench(kernel, task, config, Path(cache), args.workloads, console, args.threads)
+    _print(rows, console, args.burners, args.threads)
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
     return 0
 
 
-def _bench(kernel: str, task: KernelTask, config: EvalConfig, cache: Path, limit: int, console: Console) -> list[Row]:
+def _bench(
+    kernel: str, task: KernelTask, config: EvalConfig, cache: Path, limit: int, console: Console, threads: int | None
+) -> list[Row]:
     definition = task.load_definition()
     workloads = task.load_workloads()
     workloads = workloads[:limit] if limit else workloads
@@ -93,7 +99,8 @@ def _bench(kernel: str, task: KernelTask, config: EvalConfig, cache: Path, limit
     copy = candidate.model_copy(update={"name": f"{candidate.name}-copy"})
     results: dict[bool, CandidateResult] = {}
     for paired in (True, False):
-        runner = LocalRunner(cache_root=cache, gpu=0 if kernel == "rmsnorm_cuda" else None)
+        policy = thread_policy(threads=threads) if threads else None
+        runner = LocalRunner(cache_root=cache, gpu=0 if kernel == "rmsnorm_cuda" else None, threads=policy)
         try:
             evaluator = Evaluator(runner, paired=paired)
             results[paired] = evaluator.evaluate(definition, workloads, candidate, copy, config, task.blob_root())
@@ -116,8 +123,9 @@ def _check(result: CandidateResult, candidate: Solution) -> None:
         raise SystemExit(f"{candidate.name}: {result.status.value}: {reason}")
 
 
-def _print(rows: list[Row], console: Console, burners: int) -> None:
-    table = Table(title=f"identical kernels against each other · {cpu_name()} · {burners} CPU burner(s)")
+def _print(rows: list[Row], console: Console, burners: int, threads: int | None) -> None:
+    policy = f" · {threads} thread(s)" if threads else ""
+    table = Table(title=f"identical kernels against each other · {cpu_name()} · {burners} CPU burner(s){policy}")
     for column in ("kernel", "workload", "paired ratio", "95% CI", "CI holds 1", "unpaired ratio", "flags"):
         table.add_column(column, justify="left" if column in ("kernel", "workload", "flags") else "right")
     for r in rows:

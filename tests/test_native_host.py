@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import torch
 
 from conftest import DATA, OWN_MEMORY_ERRNO, reach_codes
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelIntegrityError, KernelLoadError
-from evoteam.gpu_bench.bindings.host import HostKernel
+from evoteam.gpu_bench.bindings.host import HostKernel, follow_caller, on_one_cpu
 from evoteam.gpu_bench.schema import Definition
 from evoteam.gpu_bench.task import load_definition
 
@@ -159,11 +160,11 @@ def test_the_round_trip_is_measured_on_an_empty_kernel_the_candidate_cannot_reac
 
 
 def test_the_host_s_cpu_time_counts_the_kernel_s_work(tmp_path: Path, definition: Definition) -> None:
-    kernel, _, _, call = spinning(tmp_path, definition, 20_000_000)
+    kernel, _, _, call = spinning(tmp_path, definition, 100_000_000)
     before = kernel.cpu_seconds()
     call()
     after = kernel.cpu_seconds()
-    assert before is not None and after is not None and after - before > 0.005  # 20M loop steps: some ms
+    assert before is not None and after is not None and after - before > 0.005  # 100M loop steps: over 20 ms
     kernel.release()
     assert kernel.cpu_seconds() is None
 
@@ -254,3 +255,87 @@ def test_an_openmp_kernel_runs_when_the_owner_asks_openmp_to_bind_threads(
     kernel.bind(inputs, outputs, {"n": 4096})()
     assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
     kernel.release()
+
+
+@pytest.fixture
+def following() -> Iterator[None]:
+    """Hosts follow this process's CPU for the test (as in a worker whose kernels use one thread)."""
+    if not follow_caller(True):
+        pytest.skip("this platform cannot tell which CPU a thread is on")
+    mine = os.sched_getaffinity(0)
+    try:
+        yield
+    finally:
+        follow_caller(False)
+        os.sched_setaffinity(0, mine)
+
+
+def cpus_of(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+
+
+def test_a_host_takes_turns_with_the_worker_on_its_cpu_and_the_move_is_not_the_kernel_s(
+    tmp_path: Path, definition: Definition, following: None
+) -> None:
+    """Before a call the host is moved to the CPU the caller is on (a call then wakes no other CPU); where
+    the caller moves, the host follows at its next call. The move is evoteam's, not reported as the kernel's."""
+    cpus = sorted(os.sched_getaffinity(0))
+    kernel = HostKernel(library(tmp_path, HONEST), "scale_add", definition)
+    inputs, outputs = buffers()
+    call = kernel.bind(inputs, outputs, {"n": 4096})
+    for cpu in cpus[:2]:
+        os.sched_setaffinity(0, {cpu})
+        call()
+        (pid,) = kernel.pids()
+        assert cpus_of(pid) == str(cpu)
+    assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
+    assert kernel.changed_state() == []
+    kernel.release()
+
+
+def test_a_kernel_that_changes_its_own_cpus_is_reported_though_its_host_is_moved_after(
+    tmp_path: Path, definition: Definition, following: None
+) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    widens = "#include <sched.h>\n" + HONEST.replace(
+        "  return 0;",
+        "  cpu_set_t all;\n  memset(&all, 0xff, sizeof all);\n  sched_setaffinity(0, sizeof all, &all);\n  return 0;",
+    )
+    kernel = HostKernel(library(tmp_path, widens), "scale_add", definition)
+    inputs, outputs = buffers()
+    call = kernel.bind(inputs, outputs, {"n": 4096})
+    os.sched_setaffinity(0, {cpus[0]})
+    call()  # moved to the first CPU, then the kernel takes every CPU back
+    os.sched_setaffinity(0, {cpus[1]})
+    call()  # moved to the second: what the kernel did is read before
+    assert kernel.changed_state() == ["the CPU affinity"]
+    kernel.release()
+
+
+def test_the_worker_stays_on_one_cpu_for_a_request_and_gets_its_cpus_back(following: None) -> None:
+    before = os.sched_getaffinity(0)
+    with on_one_cpu():
+        assert len(os.sched_getaffinity(0)) == 1
+    assert os.sched_getaffinity(0) == before
+    if len(before) < 2:
+        return
+    with on_one_cpu():  # a kernel in the worker's own process changed them: left for the worker to report
+        changed = {min(before - os.sched_getaffinity(0))}
+        os.sched_setaffinity(0, changed)
+    assert os.sched_getaffinity(0) == changed
+
+
+def test_what_a_kernel_prints_reaches_the_log_though_its_host_is_killed(
+    tmp_path: Path, definition: Definition, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A host ends with SIGKILL, so nothing it buffered would be written at exit: the native host flushes
+    after every call, and a line the kernel did not end is in the log with the call's answer."""
+    body = HONEST.replace("  return 0;", '  std::printf("no newline, n=%ld", n);\n  return 0;')
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    kernel.release()
+    assert "no newline, n=4096" in capfd.readouterr().out

@@ -84,6 +84,7 @@ def test_the_thread_policy_is_applied_and_recorded(
     assert evaluation is not None
     assert f"threads=1 wait={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}" in evaluation.log  # in its host too
     assert evaluation.environment.libs["threads"] == f"1 thread on CPUs {cpu}"
+    assert evaluation.environment.libs["hosts"] == "moved to the worker's CPU before each call"
     assert evaluation.environment.libs["malloc"] == "glibc mmap threshold 32 MiB, trim threshold 256 MiB"
     assert evaluation.environment.libs["omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -388,3 +388,24 @@ def test_a_thread_the_host_had_before_its_candidate_loaded_cannot_write_either(
     others, ran, opened, refused = outputs["out"][:4].int().tolist()
     assert others >= 1 and ran == others, (others, ran)  # code ran on every other thread of the host
     assert opened == 0 and refused == others and not outside.exists()
+
+
+def test_what_a_kernel_prints_reaches_the_log_though_its_host_is_killed(
+    tmp_path: Path, definition: Definition, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A host ends with SIGKILL, so nothing it buffered would be written at exit: it runs unbuffered
+    (``python -u``), Python's prints and what native code prints through C's stdio alike."""
+    (tmp_path / "kernels.py").write_text(
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None)\n"
+        "def run(x, y, out):\n"
+        "    out.copy_(2 * x + y)\n"
+        "    print('from python', end='')\n"
+        "    libc.printf(b'from C, no newline')\n"
+    )
+    kernel = host(tmp_path, definition, "run")
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    kernel.release()
+    printed = capfd.readouterr().out
+    assert "from python" in printed and "from C, no newline" in printed

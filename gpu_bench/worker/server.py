@@ -25,6 +25,8 @@ from evoteam.gpu_bench.bindings import Kernel, KernelLoadError
 from evoteam.gpu_bench.bindings.host import (
     ProcessHost,  # loaded before candidates: integrity watches it
     empty_host_pids,
+    follow_caller,
+    on_one_cpu,
 )
 from evoteam.gpu_bench.bindings.load import load_kernel
 from evoteam.gpu_bench.bindings.python_host import host_pids
@@ -253,6 +255,7 @@ def serve(
     ``threads`` (whose environment the caller set before torch loaded) is applied first and recorded in the
     environment it reports, with ``writes``: what holds the worker's own writes (``writes.confine``)."""
     apply_threads(threads)
+    hosts_follow = follow_caller(threads.threads == 1)
     sys.dont_write_bytecode = True  # build cache entries stay as built (a planted .pyc is caught on read)
     proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
     proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -275,6 +278,7 @@ def serve(
     described = environment()
     described.libs["writes"] = writes
     described.libs["threads"] = threads.describe()
+    described.libs["hosts"] = "moved to the worker's CPU before each call" if hosts_follow else "on the worker's CPUs"
     described.libs["malloc"] = allocator.describe(os.environ)
     described.libs["omp_wait_policy"] = describe_wait(os.environ)
     worker.send(Ready(pid=os.getpid(), environment=described))
@@ -291,8 +295,9 @@ def serve(
         try:
             worker.point_builds(request)
             before = process_state.capture()
-            handled = worker.handle(request)
-            contained = worker.release_hosts()
+            with on_one_cpu():  # hosts take turns with the worker on its CPU
+                handled = worker.handle(request)
+                contained = worker.release_hosts()
             response = _without_strays(handled, builder.pid)
             if contained and isinstance(response, Evaluated):
                 note = (
