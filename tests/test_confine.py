@@ -142,3 +142,18 @@ def test_the_syscall_numbers_are_the_kernel_headers(machine: str, header: Path) 
 def test_a_host_s_environment_asks_openmp_to_bind_no_thread() -> None:
     base = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores", "GOMP_CPU_AFFINITY": "0-1", "OMP_NUM_THREADS": "2"}
     assert confine.environment(base) == {"OMP_NUM_THREADS": "2"}
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_no_process_joins_another_group_or_starts_a_session(machine: str) -> None:
+    """The worker stops a host by its process group: the host may not leave it for another (the worker's),
+    and nothing it starts may start a session; a process it starts may lead a group of its own (ninja runs
+    each command so) or join the host's."""
+    setpgid, setsid = nr(machine, "setpgid"), nr(machine, "setsid")
+    assert decide(machine, setsid, processes=True) == EPERM
+    assert decide(machine, setsid) == EPERM
+    assert decide(machine, setpgid, 0, OTHER, processes=True) == EPERM  # the worker's group
+    assert decide(machine, setpgid, PID, OTHER, processes=True) == EPERM
+    assert decide(machine, setpgid, 0, 0, processes=True) == ALLOW  # a group of its own
+    assert decide(machine, setpgid, 0, PID, processes=True) == ALLOW  # the host's
+    assert decide(machine, setpgid, 0, 0) == EPERM  # the native host starts no process to place

@@ -3,6 +3,7 @@ shared with the worker, confined, stopped between calls, and unable to forge the
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import time
@@ -339,3 +340,34 @@ def test_what_a_kernel_prints_reaches_the_log_though_its_host_is_killed(
     kernel.bind(inputs, outputs, {"n": 4096})()
     kernel.release()
     assert "no newline, n=4096" in capfd.readouterr().out
+
+
+JOINS = """#include <unistd.h>
+#include <chrono>
+extern "C" int scale_add(const float* x, const float* y, float* out, long n) {
+  out[0] = setpgid(0, getpgid(getppid())) == 0 ? 0.0f : (float)errno;  // the worker's group
+  std::thread([=] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (long i = 1; i < n; ++i) out[i] = 2.0f * x[i] + y[i];
+  }).detach();
+  return 0;
+}
+"""
+
+
+def test_a_host_cannot_join_the_worker_s_process_group_to_run_on_between_calls(
+    tmp_path: Path, definition: Definition
+) -> None:
+    """The worker stops a host by its process group. Joined to the worker's group, the host was not stopped
+    after its answer, and the thread the kernel left wrote the outputs after it; now ``setpgid`` is refused,
+    the host stays in its group and is stopped, and the thread's work stays undone."""
+    kernel = HostKernel(library(tmp_path, JOINS), "scale_add", definition)
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    time.sleep(0.4)
+    (pid,) = kernel.pids()
+    assert outputs["out"][0].item() == errno.EPERM
+    assert os.getpgid(pid) == pid
+    assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    assert torch.isnan(outputs["out"][1:]).all()
+    kernel.release()

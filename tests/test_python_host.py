@@ -3,6 +3,7 @@ on buffers shared with the worker, stopped between calls with everything they st
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import signal
@@ -62,15 +63,39 @@ def deferred(x, y, out):
     _helpers.append(child)
 
 def escapes(x, y, out):
-    """As ``deferred``, from a process that leaves the host's process group."""
+    """As ``deferred``, from a process that leaves the host's process group for a group of its own."""
     child = os.fork()
     if child == 0:
-        os.setsid()
+        os.setpgid(0, 0)
         time.sleep(0.2)
         torch.add(2 * x, y, out=out)
         os._exit(0)
     _helpers.append(child)
     torch.add(2 * x, y, out=out)
+
+def joins_the_worker_s_group(x, y, out):
+    """The host itself, then a process it starts, try to join the worker's process group and to start a
+    session: each errno into out (0: done)."""
+    worker = os.getpgid(os.getppid())
+    codes = []
+    for attempt in (lambda: os.setpgid(0, worker), os.setsid):
+        try:
+            attempt()
+            codes.append(0)
+        except OSError as exc:
+            codes.append(exc.errno)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setpgid(0, worker)
+            os.write(write, b"0")
+        except OSError as exc:
+            os.write(write, str(exc.errno).encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    codes.append(int(os.read(read, 8)))
+    out[: len(codes)] = torch.tensor(codes, dtype=out.dtype)
 
 def reaches(x, y, out):
     """Tries to act on the process whose pid is x[0], then on itself: each probe's errno into out (0: done)."""
@@ -409,3 +434,17 @@ def test_what_a_kernel_prints_reaches_the_log_though_its_host_is_killed(
     kernel.release()
     printed = capfd.readouterr().out
     assert "from python" in printed and "from C, no newline" in printed
+
+
+def test_neither_the_host_nor_what_it_starts_joins_the_worker_s_process_group(
+    folder: Path, definition: Definition
+) -> None:
+    """The worker stops a host by its process group: a host that joined the worker's group would run on
+    between calls (and its ``kill(0, ...)`` would reach the worker). Refused (EPERM), as a session is."""
+    kernel = host(folder, definition, "joins_the_worker_s_group")
+    inputs, outputs = buffers(16)
+    kernel.bind(inputs, outputs, {"n": 16})()
+    assert outputs["out"][:3].tolist() == [errno.EPERM] * 3
+    (pid,) = kernel.pids()
+    assert os.getpgid(pid) == pid
+    kernel.release()

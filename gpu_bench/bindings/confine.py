@@ -16,6 +16,11 @@ program:
   ``process_mrelease`` not at all;
 - ``ptrace`` and cross-process memory access (``process_vm_readv``/``writev``) kill a native host with
   SIGSYS, and are refused in a Python host (EPERM);
+- no process may join another process group than a new one of its own or the host's (``setpgid``), nor
+  start a session (``setsid``): refused with EPERM, and in the native host, which starts no process,
+  ``setpgid`` not at all. The worker stops a host by its process group, so a host that joined the worker's
+  group ran on between calls (a thread the kernel left finished its outputs after the answer, where the stop
+  would have frozen it), and ``kill(0, ...)``, its own group, would have reached the worker;
 - in the native host (``processes=False``) starting a process (``fork``, ``vfork``, ``clone`` without
   ``CLONE_THREAD``) or ``exec`` kills it with SIGSYS, and ``clone3`` reports ENOSYS so threads fall back to
   ``clone``. A Python host may start processes (a compiler for ``load_inline``); what it starts inherits
@@ -62,7 +67,7 @@ _X86_64 = {
     "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "setpriority": 141, "sched_setparam": 142,
     "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314, "prlimit64": 302,
     "ioprio_set": 251, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438,
-    "process_madvise": 440, "process_mrelease": 448,
+    "process_madvise": 440, "process_mrelease": 448, "setpgid": 109, "setsid": 112,
 }  # fmt: skip
 _AARCH64 = {
     "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270,
@@ -70,6 +75,7 @@ _AARCH64 = {
     "rt_tgsigqueueinfo": 240, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
     "sched_setaffinity": 122, "sched_setattr": 274, "prlimit64": 261, "ioprio_set": 30, "pidfd_open": 434,
     "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440, "process_mrelease": 448,
+    "setpgid": 154, "setsid": 157,
 }  # fmt: skip
 ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 """Machine name -> (its AUDIT_ARCH value, the syscall numbers the program names)."""
@@ -127,6 +133,10 @@ def _rule(name: str, pid: int, processes: bool) -> list[tuple[int, int, int, int
         return [_arg(0), *_require((*own, -pid)), _op(RET, ALLOW)]
     if name in SELF_ONLY:
         return [_arg(0), *_require(own), _op(RET, ALLOW)]
+    if name == "setsid":
+        return [_op(RET, _ERRNO | EPERM)]
+    if name == "setpgid":  # (pid, pgid): a group of its own (0) or the host's, where processes may be started
+        return [_arg(1), *_require((0, pid)), _op(RET, ALLOW)] if processes else [_op(RET, _ERRNO | EPERM)]
     if name in ("setpriority", "ioprio_set"):  # (which, who): a process or a group, never a user
         kinds = (PRIO_PROCESS, PRIO_PGRP) if name == "setpriority" else (IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP)
         return [_arg(0), *_require(kinds), _arg(1), *_require(own), _op(RET, ALLOW)]
