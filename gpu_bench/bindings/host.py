@@ -85,12 +85,17 @@ def on_one_cpu() -> Iterator[None]:
         yield
         return
     before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpu})
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError:  # the CPU went (a cpuset changed): the request runs where the scheduler puts it
+        yield
+        return
     try:
         yield
     finally:
-        if os.sched_getaffinity(0) == {cpu}:
-            os.sched_setaffinity(0, before)
+        with contextlib.suppress(OSError):
+            if os.sched_getaffinity(0) == {cpu}:
+                os.sched_setaffinity(0, before)
 
 
 class _Map(mmap.mmap):
