@@ -27,7 +27,7 @@ of their own, or in the worker), alternating, and their ratio. Tables are Markdo
 It is a benchmark, not a test (``tests/test_adversarial_suite.py`` asserts each case's outcome): it prints
 figures and exits 0 unless a control failed or the evaluator could not run. Run from the repository root:
 ``python benchmarks/adversarial.py`` (``--quick``: one throughput round on one workload; ``--cases a,b``: only
-those cases).
+those cases; ``--only-throughput --threads 2``: the throughput alone, its kernels on two threads).
 """
 
 from __future__ import annotations
@@ -230,10 +230,10 @@ def honest_variant(session: Session) -> Solution:
     return solution(path, name=f"honest_variant_{session.variants}", content=content)
 
 
-def new_runner(cache: Path) -> LocalRunner:
-    """A runner whose worker uses one thread: torch's reference stays single-threaded, so a busy machine
-    slows both kernels of a pair alike instead of stalling the reference's threads."""
-    return LocalRunner(cache_root=cache, memory_limit_mb=4096, threads=thread_policy(threads=1))
+def new_runner(cache: Path, threads: int = 1) -> LocalRunner:
+    """A runner whose worker uses ``threads`` threads (one by default: torch's reference stays single-threaded,
+    so a busy machine slows both kernels of a pair alike instead of stalling the reference's threads)."""
+    return LocalRunner(cache_root=cache, memory_limit_mb=4096, threads=thread_policy(threads=threads))
 
 
 def open_session(cache: Path, config: EvalConfig | None = None, cases: Sequence[Case] = ()) -> Session:
@@ -419,15 +419,15 @@ def totals(cases: Sequence[Outcome], controls: Sequence[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def throughput(rounds: int, workloads: Sequence[Workload] | None = None) -> str:
+def throughput(rounds: int, workloads: Sequence[Workload] | None = None, threads: int = 1) -> str:
     """Seconds per workload evaluation of the honest controls, isolate on and off, alternating round by round on
-    two warm runners (each baseline run first, excluded)."""
+    two warm runners whose kernels may use ``threads`` threads (each baseline run first, excluded)."""
     definition = load_definition(DATA / "scale_add.json")
     chosen = list(workloads) if workloads is not None else load_workloads(DATA / "scale_add.jsonl")
     seconds: dict[bool, list[float]] = {True: [], False: []}
     starts: dict[bool, int] = {}
     with tempfile.TemporaryDirectory(prefix="evoteam-adversarial-tp-") as cache:
-        runners = {flag: new_runner(Path(cache)) for flag in (True, False)}
+        runners = {flag: new_runner(Path(cache), threads) for flag in (True, False)}
         try:
             configs = {flag: EvalConfig(timeout_s=20.0, timing=TIMING, isolate=flag) for flag in (True, False)}
             evaluators = {flag: Evaluator(runners[flag]) for flag in (True, False)}
@@ -454,7 +454,8 @@ def throughput(rounds: int, workloads: Sequence[Workload] | None = None) -> str:
     declared = "isolate" in EvalConfig.model_fields
     lines = [
         f"throughput on the honest controls ({', '.join(CONTROLS)}), {len(chosen)} workload(s) each, "
-        f"{rounds} round(s), alternating; EvalConfig.isolate {'declared' if declared else 'NOT declared (ignored)'}",
+        f"{rounds} round(s), alternating, {threads} thread(s); "
+        f"EvalConfig.isolate {'declared' if declared else 'NOT declared (ignored)'}",
         "",
         "| EvalConfig | s per workload (median) | workloads per s | evaluations | worker starts |",
         "| --- | --- | --- | --- | --- |",
@@ -480,22 +481,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--cases", default="", help="comma-separated case names (file or stem; default: every case)")
     p.add_argument("--rounds", type=int, default=None, help="throughput rounds (default 5, --quick 1)")
     p.add_argument("--skip-throughput", action="store_true", help="only the cases")
+    p.add_argument("--only-throughput", action="store_true", help="only the throughput (no case, no control)")
+    p.add_argument(
+        "--threads", type=int, default=1, help="threads the throughput's kernels may use (default 1, as the cases)"
+    )
     return p.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    given = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(given)
-    only = [c.strip() for c in args.cases.split(",") if c.strip()]
-    cases = load_cases(only=only)
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"command: {shlex.join(['python', 'benchmarks/adversarial.py', *given])}")
-    print(
-        f"machine: {cpu_name()}; {os.cpu_count()} logical cores ({usable} usable); "
-        f"Python {platform.python_version()}; {platform.system()} {platform.release()}"
-    )
-    print(f"{_load()} (other processes on this machine compete for its cores)")
-    start = time.perf_counter()
+def cases_and_controls(cases: Sequence[Case]) -> list[Outcome]:
+    """Runs the cases and the honest controls in one session, prints their tables and totals; the controls'
+    outcomes."""
     with tempfile.TemporaryDirectory(prefix="evoteam-adversarial-") as cache:
         session = open_session(Path(cache), cases=cases)
         try:
@@ -514,11 +509,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(cases_table(controls))
     print()
     print(totals(outcomes, controls))
+    return controls
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(given)
+    only = [c.strip() for c in args.cases.split(",") if c.strip()]
+    cases = load_cases(only=only)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"command: {shlex.join(['python', 'benchmarks/adversarial.py', *given])}")
+    print(
+        f"machine: {cpu_name()}; {os.cpu_count()} logical cores ({usable} usable); "
+        f"Python {platform.python_version()}; {platform.system()} {platform.release()}"
+    )
+    print(f"{_load()} (other processes on this machine compete for its cores)")
+    start = time.perf_counter()
+    controls: list[Outcome] = []
+    if not args.only_throughput:
+        controls = cases_and_controls(cases)
     if not args.skip_throughput:
         rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
-        chosen = [session.workloads[DEFAULT_WORKLOAD]] if args.quick else None
+        workloads = {w.uuid: w for w in load_workloads(DATA / "scale_add.jsonl")}
+        chosen = [workloads[DEFAULT_WORKLOAD]] if args.quick else None
         print()
-        print(throughput(rounds, chosen))
+        print(throughput(rounds, chosen, args.threads))
     print()
     print(_load())
     print(f"total wall time: {time.perf_counter() - start:.1f} s")

@@ -40,3 +40,13 @@ def test_quick_run_prints_the_tables(script: ModuleType, capsys: pytest.CaptureF
     assert "cases tried: 2;" in out and "false rejections among honest controls: 0 of 6" in out  # large, fixed
     assert "| isolate=True |" in out and "| isolate=False |" in out
     assert "isolate=True / isolate=False time per workload:" in out
+
+
+@pytest.mark.integration
+def test_the_throughput_alone_on_two_threads(script: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    code = script.main(["--only-throughput", "--quick", "--threads", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "| case |" not in out and "cases tried" not in out
+    assert "1 round(s), alternating, 2 thread(s);" in out
+    assert "isolate=True / isolate=False time per workload:" in out
