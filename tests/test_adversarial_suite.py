@@ -109,6 +109,7 @@ CHEATS = [
     case("skip_unless_poisoned.cpp", "neutralized"),
     case("defer_fork.cpp", "rejected", "started a process", workload=SMALL),
     case("defer_sigalrm.cpp", "rejected|neutralized", workload=SMALL),
+    case("defer_escaped.py", "rejected|neutralized", workload=SMALL),
     pytest.param(
         Case("defer_thread.cpp", frozenset({"rejected", "neutralized"}), workload=SMALL),
         id="defer_thread.cpp",

@@ -73,6 +73,22 @@ def escapes(x, y, out):
     _helpers.append(child)
     torch.add(2 * x, y, out=out)
 
+def escapes_and_defers(x, y, out):
+    """Returns at once, once a process it forked has left the host's process group; that process writes the
+    answer a little later."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.setpgid(0, 0)
+        os.write(write, b"x")
+        time.sleep(0.2)
+        torch.add(2 * x, y, out=out)
+        os._exit(0)
+    os.read(read, 1)
+    os.close(read)
+    os.close(write)
+    _helpers.append(child)
+
 def joins_the_worker_s_group(x, y, out):
     """The host itself, then a process it starts, try to join the worker's process group and to start a
     session: each errno into out (0: done)."""
@@ -287,6 +303,27 @@ def test_work_left_to_a_forked_process_is_frozen_with_the_host(folder: Path, def
     helper = kernel.pids()[1]
     kernel.release()
     assert not Path(f"/proc/{helper}").exists() or "Z" in Path(f"/proc/{helper}/stat").read_text().split()[2]
+
+
+def test_work_left_to_a_process_outside_the_host_s_group_is_frozen_all_the_same(
+    folder: Path, definition: Definition
+) -> None:
+    kernel = host(folder, definition, "escapes_and_defers")
+    inputs, outputs = buffers()
+    kernel.bind(inputs, outputs, {"n": 4096})()
+    helper = kernel.pids()[1]
+    assert os.getpgid(helper) == helper  # it left the host's group before the host answered
+    time.sleep(0.6)  # long past its sleep: stopped though outside the group, so the outputs are still the poison
+    assert torch.isnan(outputs["out"]).all()
+    assert Path(f"/proc/{helper}/stat").read_text().split()[2] == "T"
+    kernel._continue()  # continued with the host, as for the next call: it finishes
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and torch.isnan(outputs["out"]).any():
+        time.sleep(0.02)
+    kernel._stop()
+    torch.testing.assert_close(outputs["out"], 2 * inputs["x"] + inputs["y"])
+    assert any("left its host's process group" in what for what in kernel.changed_state())
+    kernel.release()
 
 
 def test_a_process_that_leaves_the_host_s_group_is_reported_and_ends_with_it(

@@ -12,7 +12,7 @@ Unlike the native host, a Python host is kept from request to request (``persist
 torch costs about two seconds), at most ``LIVE_HOSTS`` of them per worker, the least recently used ended
 first; what a candidate changes of its host's process state ends the host after that request. It may start
 processes (torch.compile runs a compiler): they stay its descendants (it is a child subreaper), are stopped
-and continued with it around every call, count in its CPU time, and die with it.
+and continued with it around every call (in its group or not), count in its CPU time, and die with it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import struct
 import sys
 import tempfile
@@ -62,6 +63,10 @@ class PythonHostKernel(ProcessHost):
         self._environment = dict(os.environ)  # the solution's own run-time build folders (extension_dirs)
         self._threads = torch.get_num_threads()
         self._temporary: str | None = None
+        self._descendants: list[int] = []
+        """The processes the host started, stopped by ``_stop`` one by one (and with its group)."""
+        self._seen: list[int] | None = None
+        """What ``_stop`` found last, while the host stays stopped."""
         super().__init__()
         self._touch()
 
@@ -97,10 +102,43 @@ class PythonHostKernel(ProcessHost):
         return KernelRaised(text or f"the kernel failed (code {rc})")
 
     def pids(self) -> list[int]:
+        """As ``ProcessHost.pids``; while the host is stopped, the processes ``_stop`` found (stopped, none can
+        start another), so the CPU time read around a call looks for them once."""
+        if self._stopped and self._seen is not None and self._process is not None and self._process.poll() is None:
+            return [self._process.pid, *self._seen]
+        return self._walk()
+
+    def _walk(self) -> list[int]:
         found = super().pids()
         for pid in found:  # breadth first: the host, then what it started
             found += [child for child in children(pid) if child not in found]
         return found
+
+    def _stop(self) -> None:
+        """Stops the host's group, then every process the host started, one by one, until a look finds none
+        not yet stopped: one that left the group (for a group of its own, or back into the host's after the
+        group was stopped) is stopped all the same. The host is a child subreaper and may not start a session,
+        so what it started stays its descendant wherever its group is."""
+        super()._stop()
+        if not self._stopped:
+            return
+        while found := [pid for pid in self._walk()[1:] if pid not in self._descendants]:
+            for pid in found:  # a fork under way when it is stopped starts over, and stops
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGSTOP)
+            self._descendants += found
+        self._seen = list(self._descendants)
+
+    def _start(self) -> None:
+        self._descendants, self._seen = [], None  # of a host that ended: their pids may be anyone's now
+        super()._start()
+
+    def _continue(self) -> None:
+        descendants, self._descendants, self._seen = self._descendants, [], None
+        for pid in descendants:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+        super()._continue()
 
     def changed_state(self) -> list[str]:
         changed = super().changed_state()
@@ -110,7 +148,7 @@ class PythonHostKernel(ProcessHost):
             with contextlib.suppress(OSError):
                 if os.getpgid(pid) != pids[0]:
                     escaped.append(pid)
-        if escaped:  # stopped with the host no longer: it could finish the work after the host answered
+        if escaped:  # stopped one by one, as the host's group is
             changed.append(f"{len(escaped)} process(es) it started left its host's process group")
         return changed
 

@@ -74,10 +74,21 @@ def children(pid: int | None = None) -> list[int]:
         tasks = os.listdir(f"/proc/{pid}/task")  # noqa: PTH208 - a tenth of pathlib's cost here
     except OSError:
         return found
-    for task in tasks:
-        listing = f"/proc/{pid}/task/{task}/children"
-        with contextlib.suppress(OSError, ValueError), open(listing, "rb") as f:  # noqa: PTH123
-            found += [int(p) for p in f.read().split()]
+    for task in tasks:  # os.open and os.read: half the cost of open() (a Python host's look took 15 µs)
+        try:
+            fd = os.open(f"/proc/{pid}/task/{task}/children", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            listing = chunk = os.read(fd, 65536)
+            while len(chunk) == 65536:  # one read but for thousands of children
+                chunk = os.read(fd, 65536)
+                listing += chunk
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        found += [int(p) for p in listing.split()]
     return found
 
 
