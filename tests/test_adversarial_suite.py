@@ -21,7 +21,7 @@ The honest controls must pass. Each case runs on one workload with the tests' qu
 thread (a multi-threaded reference on a busy machine makes speedups meaningless), replaced after each case that
 could have tampered with it; the build cache cases get a runner and cache of their own. Cases that escape today
 are ``xfail(strict=True)``: the evaluator is being fixed, and whoever fixes a case removes its mark (and adds the
-reason's phrase); the thread deferral, whose outcome is a race, is a non-strict one. The CUDA cases are built
+reason's phrase). The CUDA cases are built
 here (nvcc, no GPU needed) and linted; they run in ``tests/test_adversarial_gpu.py``. ``benchmarks/adversarial.py``
 prints the same cases as a table of figures.
 """
@@ -110,16 +110,9 @@ CHEATS = [
     case("defer_fork.cpp", "rejected", "started a process", workload=SMALL),
     case("defer_sigalrm.cpp", "rejected|neutralized", workload=SMALL),
     case("defer_escaped.py", "rejected|neutralized", workload=SMALL),
-    pytest.param(
-        Case("defer_thread.cpp", frozenset({"rejected", "neutralized"}), workload=SMALL),
-        id="defer_thread.cpp",
-        marks=pytest.mark.xfail(
-            strict=False,
-            reason="races the native host's SIGSTOP: its thread's work is frozen unfinished (rejected), measured with "
-            "the call (neutralized), or finished off the clock in the window before the stop (escaped), from run "
-            "to run",
-        ),
-    ),
+    # The host stops itself after its answer and the call ends when that stop does: the thread's work is done on
+    # the clock or frozen unfinished (until 2026-12-07 it raced the worker's stop, a non-strict xfail).
+    case("defer_thread.cpp", "rejected|neutralized", workload=SMALL),
     case("defer_until_read.cpp", "rejected|neutralized", workload=SMALL),
     case("scan_memory.cpp", "neutralized"),
     case("other_outputs.cpp", "neutralized"),

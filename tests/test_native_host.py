@@ -117,6 +117,45 @@ def test_work_left_to_a_thread_is_frozen_with_the_call(tmp_path: Path, definitio
     kernel.release()
 
 
+def test_a_call_ends_when_every_thread_of_its_host_has_stopped(tmp_path: Path, definition: Definition) -> None:
+    """The kernel returns at once, leaving a thread that counts in ``out[0]`` for as long as it runs: the host
+    stops itself after its answer, and the call returns only once that stop is done, so the count read at once
+    is the count for good (the worker's own stop, alone, lands a moment after the call returned)."""
+    body = "#include <atomic>\nstatic std::atomic<bool> started{false};\n"
+    body += 'extern "C" int scale_add(const float* x, const float* y, float* out, long n) {\n'
+    body += "  if (!started.exchange(true))\n"
+    body += "    std::thread([=] { volatile float* o = out; for (;;) o[0] = o[0] + 1.0f; }).detach();\n"
+    body += "  for (volatile long spin = 0; spin < 200000; ++spin) {}\n  return 0;\n}\n"
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers(16)
+    outputs["out"].zero_()
+    call = kernel.bind(inputs, outputs, {"n": 16})
+    counts = []
+    for _ in range(20):
+        call()
+        at_once = float(outputs["out"][0])
+        time.sleep(0.01)
+        counts.append((at_once, float(outputs["out"][0])))
+    assert all(at_once == later for at_once, later in counts), counts
+    assert counts[-1][0] > 0  # the thread ran during the calls
+    kernel.release()
+
+
+def test_a_kernel_that_stops_its_own_host_is_continued_and_answers(tmp_path: Path, definition: Definition) -> None:
+    """A stop without an answer is not the end of the call: the worker continues the host and waits again."""
+    body = "#include <csignal>\n#include <unistd.h>\n"
+    body += 'extern "C" int scale_add(const float* x, const float* y, float* out, long n) {\n'
+    body += "  kill(getpid(), SIGSTOP);\n  for (long i = 0; i < n; ++i) out[i] = 2.0f * x[i] + y[i];\n  return 0;\n}\n"
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers(64)
+    call = kernel.bind(inputs, outputs, {"n": 64})
+    for _ in range(3):
+        outputs["out"].fill_(float("nan"))
+        call()
+        torch.testing.assert_close(outputs["out"], 2 * inputs["x"] + inputs["y"])
+    kernel.release()
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
 

@@ -89,6 +89,21 @@ def escapes_and_defers(x, y, out):
     os.close(write)
     _helpers.append(child)
 
+_counting = []
+
+def counts(x, y, out):
+    """Leaves a thread that counts in out[0] for as long as it runs; returns at once."""
+    if not _counting:
+        import threading
+
+        def count():
+            while True:
+                out[0] += 1
+
+        _counting.append(threading.Thread(target=count, daemon=True))
+        _counting[0].start()
+    time.sleep(0.002)
+
 def joins_the_worker_s_group(x, y, out):
     """The host itself, then a process it starts, try to join the worker's process group and to start a
     session: each errno into out (0: done)."""
@@ -323,6 +338,24 @@ def test_work_left_to_a_process_outside_the_host_s_group_is_frozen_all_the_same(
     kernel._stop()
     torch.testing.assert_close(outputs["out"], 2 * inputs["x"] + inputs["y"])
     assert any("left its host's process group" in what for what in kernel.changed_state())
+    kernel.release()
+
+
+def test_a_call_ends_when_every_thread_of_its_host_has_stopped(folder: Path, definition: Definition) -> None:
+    """The host stops itself after its answer and the call returns once that stop is done: the count a thread
+    of the kernel's keeps in ``out[0]`` is the same read at once and read later."""
+    kernel = host(folder, definition, "counts")
+    inputs, outputs = buffers(16)
+    outputs["out"].zero_()
+    call = kernel.bind(inputs, outputs, {"n": 16})
+    readings = []
+    for _ in range(20):
+        call()
+        at_once = float(outputs["out"][0])
+        time.sleep(0.01)
+        readings.append((at_once, float(outputs["out"][0])))
+    assert all(at_once == later for at_once, later in readings), readings
+    assert readings[-1][0] > 0  # the thread ran during the calls
     kernel.release()
 
 

@@ -6,11 +6,12 @@ The worker holds the reference outputs and decides every verdict; the candidate'
 address space. A binding moves the tensors it is given into memfds (in place: the worker's tensors keep
 their identity, only their storage moves) and passes the fds to the host, which maps them; the kernel's
 outputs are read by the worker from that shared memory. A call is timed by the worker's own clock around
-the round trip, less the fastest round trip of an empty kernel in a host of the worker's own. Right after
-the host answers, the worker stops it (SIGSTOP, every thread), and continues it only for the next call: a
-kernel that returns early and finishes its work in a thread is frozen with its outputs unfinished, and the
-checks see them so. An answer with the wrong nonce, or a message the worker did
-not ask for, is a ``KernelIntegrityError``: the candidate wrote to the control socket itself.
+the round trip, less the fastest round trip of an empty kernel in a host of the worker's own. A host stops
+itself (SIGSTOP, every thread) right after it answers, the call ends when that stop is done, and the worker
+continues it only for the next call: a kernel that returns early and finishes its work in a thread does that
+work on the clock or is frozen with its outputs unfinished, and the checks see them so. An answer with the
+wrong nonce, or a message the worker did not ask for, is a ``KernelIntegrityError``: the candidate wrote to
+the control socket itself.
 """
 
 from __future__ import annotations
@@ -218,8 +219,8 @@ class ProcessHost:
             self._continue()
             nonce = secrets.randbits(64)
             self._socket.send(_CALL.pack(b"C", binding, nonce))
-            answer = self._receive(self._socket)
-            self._stop()
+            answer = self._answer(self._socket)
+            self._stop()  # the worker's own: its group (the host stopped itself), and what left it
             if len(answer) < _ANSWER.size:
                 raise KernelIntegrityError(f"{self.name}'s answer was malformed (the kernel wrote to its socket)")
             kind, fp_changed, rc, echoed = _ANSWER.unpack(answer[: _ANSWER.size])
@@ -361,6 +362,33 @@ class ProcessHost:
             answer = b""
         if answer:
             return answer
+        raise KernelCallError(f"the kernel crashed {self.name} ({self._death()})")
+
+    def _answer(self, sock: socket.socket) -> bytes:
+        """A call's answer, read once the host has stopped: a host sends its answer and then stops itself,
+        its group and every thread with it, so the call ends, on the worker's clock, when the stop does. Work
+        a kernel handed to a thread of its own is done before that, on the clock, or waits for the next call;
+        before, such a thread ran on in the moment between the answer and the worker's stop. A host that
+        stopped without an answer (the kernel stopped it) is continued and waited for again."""
+        process = self._process
+        while process is not None:
+            try:  # not reaped (WNOWAIT): ``_death`` reads how it ended
+                os.waitid(os.P_PID, process.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+            except ChildProcessError:
+                break
+            try:
+                answer = sock.recv(65536, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                if process.poll() is not None:  # gone, its socket held open by a process it started
+                    break
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGCONT)
+                continue
+            except OSError:
+                break
+            if answer:
+                return answer
+            break
         raise KernelCallError(f"the kernel crashed {self.name} ({self._death()})")
 
     def _death(self) -> str:

@@ -3,8 +3,8 @@
 //   soon as the thread has picked the job up: the timed region holds a handoff, the work (its slow, 20-pass
 //   honest work) happens after the clock stopped, and is usually done before the harness reads the outputs.
 // workload: small-1000 (little work, done before the harness looks)
-// expected: rejected or neutralized (work that outlives the call is refused, or is stopped with the call and
-//   measured with it)
+// expected: rejected or neutralized (the host stops itself, every thread, after its answer, and the call ends
+//   when that stop does: work done before it is on the clock, work left after it is frozen unfinished)
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
