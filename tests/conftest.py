@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -251,6 +252,20 @@ def evoteam(
 OWN_MEMORY_ERRNO = 13 if os.geteuid() == 0 else 0
 """What a host gets opening this test process's memory: EACCES when root runs the tests (the test holds
 capabilities the host gave up), nothing when a user does (the test process is dumpable)."""
+
+
+def counts_after_calls(kernel: Kernel, calls: int = 20) -> list[tuple[float, float]]:
+    """Calls a scale_add kernel that leaves a thread counting in ``out[0]`` ``calls`` times, reading the count
+    at once after each call and again 10 ms later: the pairs."""
+    inputs, outputs = {"x": torch.randn(16), "y": torch.randn(16)}, {"out": torch.zeros(16)}
+    call = kernel.bind(inputs, outputs, {"n": 16})
+    readings = []
+    for _ in range(calls):
+        call()
+        at_once = float(outputs["out"][0])
+        time.sleep(0.01)
+        readings.append((at_once, float(outputs["out"][0])))
+    return readings
 
 
 def reach_codes(kernel: Kernel, target: int, count: int, n: int = 4096) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import DATA, OWN_MEMORY_ERRNO, reach_codes
+from conftest import DATA, OWN_MEMORY_ERRNO, counts_after_calls, reach_codes
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelIntegrityError, KernelLoadError
 from evoteam.gpu_bench.bindings.host import HostKernel, follow_caller, on_one_cpu
 from evoteam.gpu_bench.schema import Definition
@@ -127,15 +127,7 @@ def test_a_call_ends_when_every_thread_of_its_host_has_stopped(tmp_path: Path, d
     body += "    std::thread([=] { volatile float* o = out; for (;;) o[0] = o[0] + 1.0f; }).detach();\n"
     body += "  for (volatile long spin = 0; spin < 200000; ++spin) {}\n  return 0;\n}\n"
     kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
-    inputs, outputs = buffers(16)
-    outputs["out"].zero_()
-    call = kernel.bind(inputs, outputs, {"n": 16})
-    counts = []
-    for _ in range(20):
-        call()
-        at_once = float(outputs["out"][0])
-        time.sleep(0.01)
-        counts.append((at_once, float(outputs["out"][0])))
+    counts = counts_after_calls(kernel)
     assert all(at_once == later for at_once, later in counts), counts
     assert counts[-1][0] > 0  # the thread ran during the calls
     kernel.release()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import OWN_MEMORY_ERRNO, reach_codes
+from conftest import OWN_MEMORY_ERRNO, counts_after_calls, reach_codes
 from evoteam.gpu_bench.bindings import KernelLoadError, KernelOutputError, KernelRaised, python_host
 from evoteam.gpu_bench.bindings.python_host import LIVE_HOSTS, PythonHostKernel, host_pids
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus
@@ -345,15 +345,7 @@ def test_a_call_ends_when_every_thread_of_its_host_has_stopped(folder: Path, def
     """The host stops itself after its answer and the call returns once that stop is done: the count a thread
     of the kernel's keeps in ``out[0]`` is the same read at once and read later."""
     kernel = host(folder, definition, "counts")
-    inputs, outputs = buffers(16)
-    outputs["out"].zero_()
-    call = kernel.bind(inputs, outputs, {"n": 16})
-    readings = []
-    for _ in range(20):
-        call()
-        at_once = float(outputs["out"][0])
-        time.sleep(0.01)
-        readings.append((at_once, float(outputs["out"][0])))
+    readings = counts_after_calls(kernel)
     assert all(at_once == later for at_once, later in readings), readings
     assert readings[-1][0] > 0  # the thread ran during the calls
     kernel.release()
