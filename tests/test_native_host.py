@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -72,6 +73,24 @@ def test_a_crash_kills_only_the_host_and_the_next_binding_gets_a_fresh_one(
     inputs, outputs = buffers()
     kernel.bind(inputs, outputs, {"n": 4096})()
     assert torch.allclose(outputs["out"], 2 * inputs["x"] + inputs["y"])
+    kernel.release()
+
+
+def test_a_host_killed_between_calls_says_how_at_the_next_call(tmp_path: Path, definition: Definition) -> None:
+    """Killed while stopped (by the OOM killer, say): the next call is a crash with the reason, not a broken
+    pipe, and the binding after it gets a fresh host."""
+    body = 'extern "C" int scale_add(const float* x, const float* y, float* out, long n) {\n'
+    body += "  for (long i = 0; i < n; ++i) out[i] = 2.0f * x[i] + y[i];\n  return 0;\n}\n"
+    kernel = HostKernel(library(tmp_path, body), "scale_add", definition)
+    inputs, outputs = buffers(16)
+    call = kernel.bind(inputs, outputs, {"n": 16})
+    call()
+    os.kill(kernel.pids()[0], signal.SIGKILL)
+    time.sleep(0.05)
+    with pytest.raises(KernelCallError, match="killed by SIGKILL"):
+        call()
+    kernel.bind(inputs, outputs, {"n": 16})()
+    torch.testing.assert_close(outputs["out"], 2 * inputs["x"] + inputs["y"])
     kernel.release()
 
 

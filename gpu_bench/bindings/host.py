@@ -29,7 +29,7 @@ import struct
 import subprocess
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -205,7 +205,7 @@ class ProcessHost:
         generation = self._generation
         self._follow()
         self._continue()
-        socket.send_fds(sock, [message], fds)
+        self._send(lambda: socket.send_fds(sock, [message], fds))
         answer = self._receive(sock)
         self._stop()  # until the call: a thread the kernel started gets no time between calls, nor before one
         if not answer.startswith(b"K"):
@@ -218,8 +218,9 @@ class ProcessHost:
             self._follow()
             self._continue()
             nonce = secrets.randbits(64)
-            self._socket.send(_CALL.pack(b"C", binding, nonce))
-            answer = self._answer(self._socket)
+            sock = self._socket
+            self._send(lambda: sock.send(_CALL.pack(b"C", binding, nonce)))
+            answer = self._answer(sock)
             self._stop()  # the worker's own: its group (the host stopped itself), and what left it
             if len(answer) < _ANSWER.size:
                 raise KernelIntegrityError(f"{self.name}'s answer was malformed (the kernel wrote to its socket)")
@@ -363,6 +364,14 @@ class ProcessHost:
         if answer:
             return answer
         raise KernelCallError(f"the kernel crashed {self.name} ({self._death()})")
+
+    def _send(self, send: Callable[[], object]) -> None:
+        """Sends a message to the host; one that ended since its last answer (killed while stopped, or by a
+        thread of the kernel's the moment it was continued) is a crash with the reason, not a broken pipe."""
+        try:
+            send()
+        except OSError:
+            raise KernelCallError(f"the kernel crashed {self.name} ({self._death()})") from None
 
     def _answer(self, sock: socket.socket) -> bytes:
         """A call's answer, read once the host has stopped: a host sends its answer and then stops itself,
