@@ -363,7 +363,7 @@ class ProcessHost:
             answer = b""
         if answer:
             return answer
-        raise KernelCallError(f"the kernel crashed {self.name} ({self._death()})")
+        raise self._crashed()
 
     def _send(self, send: Callable[[], object]) -> None:
         """Sends a message to the host; one that ended since its last answer (killed while stopped, or by a
@@ -371,7 +371,7 @@ class ProcessHost:
         try:
             send()
         except OSError:
-            raise KernelCallError(f"the kernel crashed {self.name} ({self._death()})") from None
+            raise self._crashed() from None
 
     def _answer(self, sock: socket.socket) -> bytes:
         """A call's answer, read once the host has stopped: a host sends its answer and then stops itself,
@@ -398,7 +398,11 @@ class ProcessHost:
             if answer:
                 return answer
             break
-        raise KernelCallError(f"the kernel crashed {self.name} ({self._death()})")
+        raise self._crashed()
+
+    def _crashed(self) -> KernelCallError:
+        """The error of a call whose host ended: the kernel crashed it, and how (``_death``)."""
+        return KernelCallError(f"the kernel crashed {self.name} ({self._death()})")
 
     def _death(self) -> str:
         """Why the host stopped answering, once what it started is killed and it is waited for."""

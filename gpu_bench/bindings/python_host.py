@@ -64,9 +64,8 @@ class PythonHostKernel(ProcessHost):
         self._threads = torch.get_num_threads()
         self._temporary: str | None = None
         self._descendants: list[int] = []
-        """The processes the host started, stopped by ``_stop`` one by one (and with its group)."""
-        self._seen: list[int] | None = None
-        """What ``_stop`` found last, while the host stays stopped."""
+        """The processes the host started, stopped by ``_stop`` one by one (and with its group): all of them
+        while the host stays stopped."""
         super().__init__()
         self._touch()
 
@@ -104,8 +103,8 @@ class PythonHostKernel(ProcessHost):
     def pids(self) -> list[int]:
         """As ``ProcessHost.pids``; while the host is stopped, the processes ``_stop`` found (stopped, none can
         start another), so the CPU time read around a call looks for them once."""
-        if self._stopped and self._seen is not None and self._process is not None and self._process.poll() is None:
-            return [self._process.pid, *self._seen]
+        if self._stopped and self._process is not None and self._process.poll() is None:
+            return [self._process.pid, *self._descendants]
         return self._walk()
 
     def _walk(self) -> list[int]:
@@ -127,14 +126,13 @@ class PythonHostKernel(ProcessHost):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGSTOP)
             self._descendants += found
-        self._seen = list(self._descendants)
 
     def _start(self) -> None:
-        self._descendants, self._seen = [], None  # of a host that ended: their pids may be anyone's now
+        self._descendants = []  # of a host that ended: their pids may be anyone's now
         super()._start()
 
     def _continue(self) -> None:
-        descendants, self._descendants, self._seen = self._descendants, [], None
+        descendants, self._descendants = self._descendants, []
         for pid in descendants:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
