@@ -80,7 +80,7 @@ INFLATION = 2.0
 """A PASSED cheat is neutralized when its speedup is at most this times the slow honest control's."""
 SABOTAGE = ("8", "9")
 """Categories whose cases are judged by the next honest candidate (the build cache, process state)."""
-TAINTING = ("3", "5", "7", "8", "9")
+TAINTING = ("3", "5", "7", "8", "9", "11")
 """Categories whose cases may leave the worker changed: it is replaced after each of them."""
 CONTROLS = ("honest.cpp", "honest.py", "adversarial/control_slow.cpp")
 """The honest controls, relative to tests/kernels: the plain kernels and the slow one."""

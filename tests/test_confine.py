@@ -101,8 +101,10 @@ def test_the_native_host_starts_no_process_and_reads_no_memory_but_its_own(machi
 
 @pytest.mark.parametrize("machine", MACHINES)
 def test_a_python_host_may_start_processes_but_not_trace_others(machine: str) -> None:
-    for name in ("clone", "clone3", "execve", "execveat"):
+    for name in ("clone", "execve", "execveat"):
         assert decide(machine, nr(machine, name), 17, processes=True) == ALLOW, name
+    assert decide(machine, nr(machine, "clone"), 0x3D0F00, processes=True) == ALLOW  # pthread_create
+    assert decide(machine, nr(machine, "clone3"), 0, 88, processes=True) == ENOSYS  # glibc falls back to clone
     for name in ("ptrace", "process_vm_readv", "process_vm_writev"):
         assert decide(machine, nr(machine, name), OTHER, processes=True) == EPERM, name
     assert decide(machine, nr(machine, "kill"), OTHER, 9, processes=True) == EPERM
@@ -157,3 +159,12 @@ def test_no_process_joins_another_group_or_starts_a_session(machine: str) -> Non
     assert decide(machine, setpgid, 0, 0, processes=True) == ALLOW  # a group of its own
     assert decide(machine, setpgid, 0, PID, processes=True) == ALLOW  # the host's
     assert decide(machine, setpgid, 0, 0) == EPERM  # the native host starts no process to place
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_what_a_python_host_starts_stays_its_descendant(machine: str) -> None:
+    """``CLONE_PARENT`` would make the new process the worker's child, beyond the host's stop."""
+    clone = nr(machine, "clone")
+    assert decide(machine, clone, confine.CLONE_PARENT | 17, processes=True) == EPERM
+    assert decide(machine, clone, confine.CLONE_PARENT | 0x3D0F00, processes=True) == EPERM
+    assert decide(machine, clone, 0x4111, processes=True) == ALLOW  # vfork's flags through clone

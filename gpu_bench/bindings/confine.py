@@ -22,9 +22,13 @@ program:
   group ran on between calls (a thread the kernel left finished its outputs after the answer, where the stop
   would have frozen it), and ``kill(0, ...)``, its own group, would have reached the worker;
 - in the native host (``processes=False``) starting a process (``fork``, ``vfork``, ``clone`` without
-  ``CLONE_THREAD``) or ``exec`` kills it with SIGSYS, and ``clone3`` reports ENOSYS so threads fall back to
-  ``clone``. A Python host may start processes (a compiler for ``load_inline``); what it starts inherits
-  the program, and stays the host's to stop.
+  ``CLONE_THREAD``) or ``exec`` kills it with SIGSYS. A Python host may start processes (a compiler for
+  ``load_inline``); what it starts inherits the program, and stays the host's to stop: its descendant
+  (the host is a child subreaper), so ``clone`` with ``CLONE_PARENT``, which makes the new process the
+  *worker's* child, the host's sibling, is refused with EPERM. Such a process was neither in the host's
+  group once it left it nor among its descendants: it ran on between calls, finishing outputs after the
+  answer or burning the CPU while the other kernel of the pair was timed. In both hosts ``clone3``, whose
+  flags the program cannot read (they are in memory), reports ENOSYS, so glibc falls back to ``clone``.
 
 One consequence for honest kernels: a thread's affinity is the host's own to set only through pid 0 (each
 thread for itself, ``sched_setaffinity(0, ...)``); setting another thread's by its id is refused too, and
@@ -57,7 +61,7 @@ EPERM, ENOSYS = 1, 38
 NR_OFFSET, ARCH_OFFSET, ARGS_OFFSET = 0, 4, 16
 """Offsets in ``struct seccomp_data``: the syscall number, the audit arch, the six 64-bit arguments."""
 
-CLONE_THREAD = 0x10000
+CLONE_PARENT, CLONE_THREAD = 0x8000, 0x10000
 PRIO_PROCESS, PRIO_PGRP = 0, 1
 IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP = 1, 2
 
@@ -122,9 +126,11 @@ def _rule(name: str, pid: int, processes: bool) -> list[tuple[int, int, int, int
     if name in ("fork", "vfork", "execve", "execveat"):
         return None if processes else [_op(RET, KILL_PROCESS)]
     if name == "clone3":
-        return None if processes else [_op(RET, _ERRNO | ENOSYS)]
-    if name == "clone":
-        return None if processes else [_arg(0), _op(JSET, CLONE_THREAD, jt=1), _op(RET, KILL_PROCESS), _op(RET, ALLOW)]
+        return [_op(RET, _ERRNO | ENOSYS)]
+    if name == "clone":  # (flags, ...)
+        if processes:
+            return [_arg(0), _op(JSET, CLONE_PARENT, jf=1), _op(RET, _ERRNO | EPERM), _op(RET, ALLOW)]
+        return [_arg(0), _op(JSET, CLONE_THREAD, jt=1), _op(RET, KILL_PROCESS), _op(RET, ALLOW)]
     if name in MEMORY:
         return [_op(RET, _ERRNO | EPERM if processes else KILL_PROCESS)]
     if name in REFUSED:
