@@ -7,6 +7,8 @@ import errno
 import os
 import platform
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -88,6 +90,22 @@ def escapes_and_defers(x, y, out):
     os.close(read)
     os.close(write)
     _helpers.append(child)
+
+def leaves_and_dies(x, y, out):
+    """Starts a process that leaves the host's process group and runs on, puts its pid in out[0], and kills
+    the host."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.setpgid(0, 0)
+        for fd in (1, 2):  # holds no pipe of the test's open: were it left running, the test says so at once
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        os.write(write, b"x")
+        while True:
+            time.sleep(0.01)
+    os.read(read, 1)
+    out[0] = child
+    os.kill(os.getpid(), signal.SIGKILL)
 
 _counting = []
 
@@ -339,6 +357,52 @@ def test_work_left_to_a_process_outside_the_host_s_group_is_frozen_all_the_same(
     torch.testing.assert_close(outputs["out"], 2 * inputs["x"] + inputs["y"])
     assert any("left its host's process group" in what for what in kernel.changed_state())
     kernel.release()
+
+
+ORPHANED = """
+import sys, time
+from pathlib import Path
+import torch
+from evoteam.gpu_bench.bindings import KernelCallError
+from evoteam.gpu_bench.bindings.python_host import PythonHostKernel
+from evoteam.gpu_bench.task import load_definition
+from evoteam.gpu_bench.worker.strays import become_subreaper
+
+assert become_subreaper()  # as the worker is: the dead host's orphans come here
+folder, definition = sys.argv[1], load_definition(Path(sys.argv[2]))
+kernel = PythonHostKernel(folder, "kernels.py", "leaves_and_dies", definition, True)
+inputs, outputs = {"x": torch.randn(16), "y": torch.randn(16)}, {"out": torch.full((16,), float("nan"))}
+try:
+    kernel.bind(inputs, outputs, {"n": 16})()
+except KernelCallError as exc:
+    print("error:", exc)
+helper = int(outputs["out"][0].item())
+deadline = time.monotonic() + 2.0
+state = "gone"
+while time.monotonic() < deadline:
+    try:
+        state = Path(f"/proc/{helper}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "gone"
+    if state in ("Z", "gone"):
+        break
+    time.sleep(0.02)
+print("helper:", state)
+"""
+
+
+def test_what_a_python_host_started_dies_with_it_when_it_crashes(folder: Path, definition: Definition) -> None:
+    """A host that died mid-call leaves its processes to the worker (both are child subreapers): those that
+    left its group were not found among its descendants any more, and ran on until the request's end."""
+    from conftest import DATA
+
+    done = subprocess.run(
+        [sys.executable, "-c", ORPHANED, str(folder), str(DATA / "scale_add.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "error: the kernel crashed the Python host (killed by SIGKILL)" in done.stdout, done.stdout
+    assert "helper: Z" in done.stdout or "helper: gone" in done.stdout, done.stdout
 
 
 def test_a_call_ends_when_every_thread_of_its_host_has_stopped(folder: Path, definition: Definition) -> None:

@@ -167,9 +167,12 @@ class ProcessHost:
         self._started: dict[str, str] = {}
         self._changed: list[str] = []
         self._oom_kills: int | None = None
+        self._since: int | None = None
+        """When the host process last started (``start_ticks``)."""
         self.files_confined = False
         """Whether Landlock confines the kernel's writes (false where the Linux kernel lacks it): the native
         host holds the whole file system read-only, the Python host allows its own folders only."""
+        _HOSTS.add(self)
         self._start()  # a kernel that does not load fails here, as the in-process binding does
         if self.persistent:
             self._stop()
@@ -313,6 +316,11 @@ class ProcessHost:
             sock.close()
         return process, pids[1:]
 
+    def _orphans(self, host: int) -> list[int]:
+        """What the ended host ``host`` started that outlived it, to be killed with it: none for a host that
+        starts no process."""
+        return []
+
     def _read_changes(self) -> None:
         if self._process is not None:
             now = host_state(self._process.pid)
@@ -339,6 +347,7 @@ class ProcessHost:
         finally:
             theirs.close()
         self._process, self._socket, self._stopped, self._cpu = process, ours, False, None
+        self._since = start_ticks(process.pid)  # read now: once it has ended and been waited for, it is gone
         with contextlib.suppress(OSError):  # a host that died at once says why when its answer is read
             ours.send(b"P" + confine.program(process.pid, processes=self.processes))
         self._oom_kills = oom_kills()  # a SIGKILL while this count rises is the OOM killer's
@@ -410,6 +419,7 @@ class ProcessHost:
         _kill(started)
         if process is None:
             return "it is gone"
+        _kill(self._orphans(process.pid))
         try:
             code = process.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
@@ -475,6 +485,23 @@ class ProcessHost:
         if self._generation == generation and self._socket is not None:
             with contextlib.suppress(OSError):
                 self._socket.send(struct.pack("<cxxxIQ", b"F", binding, 0), socket.MSG_DONTWAIT)
+
+
+_HOSTS: weakref.WeakSet[ProcessHost] = weakref.WeakSet()
+"""Every host of this worker, native and Python, the empty kernels' too."""
+
+
+def running_host_pids() -> set[int]:
+    """The process of every host of this worker that runs, and the processes each started."""
+    return {pid for host in list(_HOSTS) for pid in host.pids()}
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``); None when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 _EMPTY: dict[str, HostKernel] = {}

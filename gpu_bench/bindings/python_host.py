@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import torch
 
 from evoteam.gpu_bench.bindings import Call, KernelCallError, KernelOutputError, KernelRaised, confine
-from evoteam.gpu_bench.bindings.host import ProcessHost, share
+from evoteam.gpu_bench.bindings.host import ProcessHost, running_host_pids, share, start_ticks
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus
 from evoteam.gpu_bench.verify.inputs import Value
 from evoteam.gpu_bench.worker.strays import children
@@ -126,6 +126,19 @@ class PythonHostKernel(ProcessHost):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGSTOP)
             self._descendants += found
+
+    def _orphans(self, host: int) -> list[int]:
+        """A Python host's processes that outlived it: once it has ended, its children are the worker's
+        (both are child subreapers), so the worker's children started since it, less every running host and
+        what each started. Without this they ran on until the request's end, among them one that left the
+        host's group and could burn the CPU while the next workloads' other side was timed."""
+        since = self._since
+        if since is None:
+            return []
+        running = running_host_pids()
+        return [
+            pid for pid in children() if pid != host and pid not in running and (start_ticks(pid) or since - 1) >= since
+        ]
 
     def _start(self) -> None:
         self._descendants = []  # of a host that ended: their pids may be anyone's now
