@@ -499,7 +499,7 @@ def running_host_pids() -> set[int]:
 def start_ticks(pid: int) -> int | None:
     """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``); None when it is gone."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+        return int(_stat(pid)[19])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -611,9 +611,15 @@ def host_state(pid: int) -> dict[str, str]:
                 state[key] = f"{int(value, 16) & ~_GLIBC_SIGNALS:x}"
             elif key in _STATE:
                 state[key] = value.strip()
-        state["nice"] = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16]
+        state["nice"] = _stat(pid)[16]
         state["limits"] = Path(f"/proc/{pid}/limits").read_text()
     return state
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command name, the state first (nice is [16], the start time
+    [19]); OSError where the process is gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def _kill(pids: list[int]) -> None:
