@@ -168,3 +168,13 @@ def test_what_a_python_host_starts_stays_its_descendant(machine: str) -> None:
     assert decide(machine, clone, confine.CLONE_PARENT | 17, processes=True) == EPERM
     assert decide(machine, clone, confine.CLONE_PARENT | 0x3D0F00, processes=True) == EPERM
     assert decide(machine, clone, 0x4111, processes=True) == ALLOW  # vfork's flags through clone
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("processes", [False, True])
+def test_no_host_makes_memory_that_no_mapping_holds_or_hands_work_to_io_uring(machine: str, processes: bool) -> None:
+    """A memfd filled with ``write``, a detached SysV segment and a message queue escape the address-space
+    limit and every OOM score; io_uring's workers were kernel threads beyond a stop before Linux 5.12."""
+    for name in ("memfd_create", "shmget", "msgget", "io_uring_setup"):
+        assert decide(machine, nr(machine, name), 0, 0, processes=processes) == EPERM, name
+    assert decide(machine, nr(machine, "msgget") + 1, 0, processes=processes) == ALLOW  # the next: not named

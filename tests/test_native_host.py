@@ -419,3 +419,33 @@ def test_a_host_cannot_join_the_worker_s_process_group_to_run_on_between_calls(
     assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
     assert torch.isnan(outputs["out"][1:]).all()
     kernel.release()
+
+
+HOLDS = """#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/msg.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static int probe(long made) { return made < 0 ? errno : 0; }
+extern "C" int scale_add(const float*, const float*, float* out, long) {
+  int fd = memfd_create("held", 0);
+  out[0] = probe(fd);
+  if (fd >= 0) close(fd);
+  out[1] = probe(shmget(IPC_PRIVATE, 1 << 20, 0600));
+  out[2] = probe(msgget(IPC_PRIVATE, 0600));
+  char params[120] = {0};  // struct io_uring_params
+  out[3] = probe(syscall(425, 8, params));
+  return 0;
+}
+"""
+
+
+def test_a_kernel_makes_no_memory_outside_its_mappings_and_no_io_uring(tmp_path: Path, definition: Definition) -> None:
+    """A memfd (filled with ``write``, no address-space limit counts it), a SysV segment or message queue,
+    and an io_uring are refused (EPERM) in the native host too."""
+    kernel = HostKernel(library(tmp_path, HOLDS), "scale_add", definition)
+    inputs, outputs = buffers(16)
+    kernel.bind(inputs, outputs, {"n": 16})()
+    kernel.release()
+    assert outputs["out"][:4].tolist() == [errno.EPERM] * 4

@@ -194,6 +194,23 @@ def writes(x, y, out):
     out.zero_()
     out[:2] = torch.tensor(codes, dtype=out.dtype)
 
+def holds_memory(x, y, out):
+    """Tries to make memory no mapping holds (a memfd, a SysV segment and message queue) and an io_uring:
+    each errno into out (0: made)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    codes = []
+    try:
+        os.close(os.memfd_create("held"))
+        codes.append(0)
+    except OSError as exc:
+        codes.append(exc.errno)
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params
+    for made in (libc.shmget(0, 1 << 20, 0o1600), libc.msgget(0, 0o1600), libc.syscall(425, 8, params)):
+        codes.append(0 if made >= 0 else ctypes.get_errno())
+    out.zero_()
+    out[: len(codes)] = torch.tensor(codes, dtype=out.dtype)
+
 def leaves_handler(x, y, out):
     signal.signal(signal.SIGUSR1, lambda *_: None)
     torch.add(2 * x, y, out=out)
@@ -574,3 +591,13 @@ def test_neither_the_host_nor_what_it_starts_joins_the_worker_s_process_group(
     (pid,) = kernel.pids()
     assert os.getpgid(pid) == pid
     kernel.release()
+
+
+def test_a_kernel_makes_no_memory_outside_its_mappings_and_no_io_uring(folder: Path, definition: Definition) -> None:
+    """A memfd filled with ``write`` (2 GiB held by a host under a 6 GiB address-space limit, with 232 MiB
+    resident), a SysV segment or message queue, and an io_uring are refused (EPERM) in a Python host."""
+    kernel = host(folder, definition, "holds_memory")
+    inputs, outputs = buffers(16)
+    kernel.bind(inputs, outputs, {"n": 16})()
+    kernel.release()
+    assert outputs["out"][:4].tolist() == [errno.EPERM] * 4

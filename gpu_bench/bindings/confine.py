@@ -28,7 +28,17 @@ program:
   *worker's* child, the host's sibling, is refused with EPERM. Such a process was neither in the host's
   group once it left it nor among its descendants: it ran on between calls, finishing outputs after the
   answer or burning the CPU while the other kernel of the pair was timed. In both hosts ``clone3``, whose
-  flags the program cannot read (they are in memory), reports ENOSYS, so glibc falls back to ``clone``.
+  flags the program cannot read (they are in memory), reports ENOSYS, so glibc falls back to ``clone``;
+- no host makes memory that no mapping holds: ``memfd_create``, ``shmget`` and ``msgget`` are refused with
+  EPERM (the host's buffers are the worker's memfds). A memfd filled with ``write`` is counted by no
+  address-space limit and by no process's OOM score, and lasts as long as the host, which may live on between
+  requests: a Python candidate under a 6 GiB limit held 2 GiB that way with a resident size of 232 MiB, and
+  could have held the whole machine's memory, where the OOM killer, which scores a process by what it has
+  resident, ends larger programs first (the editor's). A detached SysV segment outlives the host: it lasts
+  until its IPC namespace ends (the sandbox's; without one, the machine's);
+- ``io_uring_setup`` is refused with EPERM: io_uring runs work on kernel threads of its own. From Linux 5.12
+  they are threads of the host and stop with it (checked on 6.18); before, they were kernel threads that no
+  stop of the host reached, where work handed to them would have run on between calls.
 
 One consequence for honest kernels: a thread's affinity is the host's own to set only through pid 0 (each
 thread for itself, ``sched_setaffinity(0, ...)``); setting another thread's by its id is refused too, and
@@ -71,7 +81,8 @@ _X86_64 = {
     "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "setpriority": 141, "sched_setparam": 142,
     "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314, "prlimit64": 302,
     "ioprio_set": 251, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438,
-    "process_madvise": 440, "process_mrelease": 448, "setpgid": 109, "setsid": 112,
+    "process_madvise": 440, "process_mrelease": 448, "setpgid": 109, "setsid": 112, "memfd_create": 319,
+    "shmget": 29, "msgget": 68, "io_uring_setup": 425,
 }  # fmt: skip
 _AARCH64 = {
     "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270,
@@ -79,7 +90,7 @@ _AARCH64 = {
     "rt_tgsigqueueinfo": 240, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
     "sched_setaffinity": 122, "sched_setattr": 274, "prlimit64": 261, "ioprio_set": 30, "pidfd_open": 434,
     "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440, "process_mrelease": 448,
-    "setpgid": 154, "setsid": 157,
+    "setpgid": 154, "setsid": 157, "memfd_create": 279, "shmget": 194, "msgget": 186, "io_uring_setup": 425,
 }  # fmt: skip
 ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 """Machine name -> (its AUDIT_ARCH value, the syscall numbers the program names)."""
@@ -92,6 +103,13 @@ SELF_ONLY = ("tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "tgkill", "sched_s
 REFUSED = ("pidfd_send_signal", "pidfd_getfd", "process_madvise", "process_mrelease")
 """Syscalls that act on a process through a pidfd (which a /proc/PID folder can be): refused."""
 MEMORY = ("ptrace", "process_vm_readv", "process_vm_writev")
+UNCOUNTED = ("memfd_create", "shmget", "msgget")
+"""Syscalls that make memory no mapping holds (a memfd written with ``write``, a detached SysV segment, a
+message queue): no address-space limit counts it, nor the OOM killer's score of any process, and it lasts as
+long as the host (SysV's, as long as the IPC namespace). Refused (EPERM): hosts get their buffers from the
+worker."""
+DEFERRED = ("io_uring_setup",)
+"""io_uring hands work to kernel threads: refused (EPERM), so no work runs outside the host's own threads."""
 
 
 THREAD_BINDING = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
@@ -133,7 +151,7 @@ def _rule(name: str, pid: int, processes: bool) -> list[tuple[int, int, int, int
         return [_arg(0), _op(JSET, CLONE_THREAD, jt=1), _op(RET, KILL_PROCESS), _op(RET, ALLOW)]
     if name in MEMORY:
         return [_op(RET, _ERRNO | EPERM if processes else KILL_PROCESS)]
-    if name in REFUSED:
+    if name in (*REFUSED, *UNCOUNTED, *DEFERRED):
         return [_op(RET, _ERRNO | EPERM)]
     if name == "kill":
         return [_arg(0), *_require((*own, -pid)), _op(RET, ALLOW)]
