@@ -27,6 +27,7 @@ from pygls.exceptions import JsonRpcException
 from conftest import cli_env, evoteam
 from evoteam.gpu_bench import sandbox
 from evoteam.gpu_bench.build.check import check_solution
+from evoteam.gpu_bench.sandbox.bwrap import Bubblewrap
 from evoteam.gpu_bench.schema import Binding, BuildSpec, Language, Solution, SourceFile
 from evoteam.gpu_bench.timing.gpu_lock import gpu_lock
 from evoteam.gpu_bench.worker.client import confined
@@ -176,6 +177,40 @@ def test_inside_only_the_workspace_is_writable_and_there_is_no_network(tmp_path:
     assert found["outside"] == "Read-only file system" and not outside.exists()
     assert found["root"] == "Read-only file system"
     assert found["network"] != "connected" and not reached
+
+
+@needs_bwrap
+def test_inside_dev_shm_holds_no_more_than_its_cap(tmp_path: Path) -> None:
+    """A tmpfs is memory that no address-space limit counts: by default it grows to half the machine's. The
+    sandbox's ``/dev/shm`` takes a named semaphore and small files, and refuses writes past its cap."""
+    assert isinstance(ISOLATED, Bubblewrap)
+    if ISOLATED.shared_memory is None:
+        pytest.skip(f"this bubblewrap sets no tmpfs size ({ISOLATED.description})")
+    cap = ISOLATED.shared_memory
+    seen = confined_python(
+        tmp_path,
+        f"""
+        import json, multiprocessing, os
+        multiprocessing.Lock()  # a named semaphore in /dev/shm, unlinked at once
+        written, error = 0, None
+        chunk = b"x" * (1 << 20)
+        try:
+            with open("/dev/shm/fill", "wb") as f:
+                while written <= {cap}:
+                    f.write(chunk)
+                    f.flush()
+                    written += len(chunk)
+        except OSError as exc:
+            error = exc.strerror
+        print(json.dumps({{"written": written, "error": error}}))
+        """,
+        dict(os.environ),
+    )
+    assert seen.returncode == 0, seen.stderr
+    found = json.loads(seen.stdout)
+    held = found["error"] == "No space left on device" and found["written"] <= cap
+    record("sandbox", "/dev/shm capped", f"{found['written'] >> 20} MiB written, then: {found['error']}", held)
+    assert held, found
 
 
 @needs_bwrap

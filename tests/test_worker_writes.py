@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hardening import needs_sandbox
 
 from conftest import kernel_solution, quick_config
 from evoteam.gpu_bench.build.builder import build_key
@@ -94,6 +95,23 @@ def run(x, y, out):
                 print("DONE", what)
             except OSError as exc:
                 print("REFUSED", what, exc.errno)
+    torch.add(2 * x, y, out=out)
+'''
+
+
+SHM_LEAVER = '''"""Leaves a file of 4 MiB in /dev/shm on its first call, then computes honestly."""
+from pathlib import Path
+
+import torch
+
+_done = []
+
+
+def run(x, y, out):
+    if not _done:
+        _done.append(True)
+        print("FOUND", sorted(p.name for p in Path("/dev/shm").iterdir()))
+        Path("/dev/shm/left-behind").write_bytes(b"x" * (4 << 20))
     torch.add(2 * x, y, out=out)
 '''
 
@@ -225,3 +243,27 @@ def test_a_candidate_in_the_worker_cannot_remove_or_replace_a_gpu_lock_file(
         ("DONE", "make"),
     ], log
     assert (locks / "uuid-held.lock").is_file() and not (locks / "uuid-held.lock").is_symlink()
+
+
+@pytest.mark.integration
+@needs_sandbox()
+def test_a_candidate_that_leaves_files_in_dev_shm_gets_its_worker_replaced(
+    tmp_path: Path, definition: Definition, workloads: list[Workload]
+) -> None:
+    """The sandbox's /dev/shm is the worker's, shared by the candidates it runs in turn: what one leaves there
+    holds memory until the worker ends and could fill it for the next. Such a worker answers and is replaced,
+    and the next candidate finds /dev/shm empty."""
+    leaver = kernel_solution("honest.py")
+    leaver = leaver.model_copy(update={"name": "leaver", "sources": [SourceFile(path="honest.py", content=SHM_LEAVER)]})
+    runner = LocalRunner(cache_root=tmp_path / "cache")
+    try:
+        first = runner.run(definition, workloads[:1], leaver, quick_config(measure=False), None)
+        second = runner.run(definition, workloads[:1], leaver, quick_config(measure=False), None)
+    finally:
+        runner.close()
+    for run in (first, second):
+        assert run.workloads[0].outcome.status == EvaluationStatus.PASSED
+        log = run.workloads[0].log
+        assert "FOUND []" in log, log  # a fresh /dev/shm each time
+        assert "the candidate left 1 entry in /dev/shm (left-behind; 4.0 MiB)" in log, log
+        assert "the worker was replaced" in log, log

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from evoteam.gpu_bench.sandbox.bwrap import Bubblewrap, base_options
+from evoteam.gpu_bench.sandbox.bwrap import SHARED_MEMORY_BYTES, Bubblewrap, base_options
 from evoteam.gpu_bench.sandbox.policy import IN_SANDBOX_ENV, Sandbox, Unsandboxed
 
 MODE_ENV = "EVOTEAM_SANDBOX"
@@ -47,8 +47,11 @@ def probe(executable: str | None = None) -> Sandbox:
     try:
         version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         with tempfile.TemporaryDirectory(prefix="evoteam-probe-") as scratch:
-            cmd = [bwrap, *base_options(), "--bind", scratch, scratch, "--", "true"]
-            tried = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+            for shared_memory in (SHARED_MEMORY_BYTES, None):  # no --size before bubblewrap 0.8, nor when setuid
+                cmd = [bwrap, *base_options(shared_memory), "--bind", scratch, scratch, "--", "true"]
+                tried = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+                if tried.returncode == 0:
+                    break
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Unsandboxed(f"bubblewrap does not run here: {exc}")
     if tried.returncode != 0:
@@ -57,7 +60,7 @@ def probe(executable: str | None = None) -> Sandbox:
             f"bubblewrap cannot create its namespaces here ({why}); allow unprivileged user namespaces "
             "or run where they are allowed"
         )
-    return Bubblewrap(bwrap, version.stdout.strip().removeprefix("bubblewrap ") or "unknown")
+    return Bubblewrap(bwrap, version.stdout.strip().removeprefix("bubblewrap ") or "unknown", shared_memory)
 
 
 _chosen: Sandbox | None = None

@@ -59,6 +59,7 @@ from evoteam.gpu_bench.worker.protocol import (
 )
 from evoteam.gpu_bench.worker.threads import ThreadPolicy, describe_wait
 from evoteam.gpu_bench.worker.threads import apply as apply_threads
+from evoteam.gpu_bench.worker.writes import shared_memory_entries, shared_memory_left
 
 
 class _Worker:
@@ -295,6 +296,7 @@ def serve(
         try:
             worker.point_builds(request)
             before = process_state.capture()
+            shared_before = shared_memory_entries()
             with on_one_cpu():  # hosts take turns with the worker on its CPU
                 handled = worker.handle(request)
                 contained = worker.release_hosts()
@@ -309,6 +311,10 @@ def serve(
             if left:  # the next candidate must not inherit it: this worker answers and is replaced
                 worker.tainted = True
                 response = _noted(response, f"the candidate left process state changed: {'; '.join(left)}")
+            shared = shared_memory_left(shared_before)
+            if shared:  # held until the sandbox ends, and the next candidate's to find full
+                worker.tainted = True
+                response = _noted(response, f"the candidate left {shared}")
             if not builder.alive:  # ended by what ran in this request: the next one would find no builder
                 worker.tainted = True
                 response = _noted(response, "the worker's build helper was ended during this request")

@@ -12,17 +12,54 @@ lock folder that every worker of the machine shares it may make and write lock f
 rename or link one (a lock file removed while another worker holds it would let a third time beside it);
 existing device files stay writable. A kernel without Landlock leaves the worker as it was, and the
 environment it reports says so.
+
+In the sandbox ``/dev/shm`` is the worker's own (a tmpfs that ends with it, capped: ``sandbox/bwrap.py``),
+shared by the candidates it runs in turn. What a request leaves there (``shared_memory_left``) holds memory
+until the worker ends and could fill it for the next candidate, whose named semaphores (``torch.compile``'s
+compile workers) would then fail: the worker answers and is replaced. Outside a sandbox ``/dev/shm`` is the
+machine's, where other programs come and go: nothing is looked at.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
 
 from evoteam.gpu_bench.sandbox import landlock
+from evoteam.gpu_bench.sandbox.policy import IN_SANDBOX_ENV
 
 SHARED_MEMORY = Path("/dev/shm")
+
+
+def shared_memory_entries() -> frozenset[str] | None:
+    """The names in the sandbox's ``/dev/shm`` now; None outside a sandbox (the machine's is not ours)."""
+    if os.environ.get(IN_SANDBOX_ENV) != "1":
+        return None
+    try:
+        return frozenset(path.name for path in SHARED_MEMORY.iterdir())
+    except OSError:
+        return None
+
+
+def shared_memory_left(before: frozenset[str] | None) -> str | None:
+    """What was made in ``/dev/shm`` since ``before`` (``shared_memory_entries``) and is still there, said in
+    a few words (how many entries, the memory they hold); None when nothing."""
+    now = shared_memory_entries()
+    if before is None or now is None or not now - before:
+        return None
+    new = sorted(now - before)
+    paths = [SHARED_MEMORY / name for name in new]
+    paths += [
+        Path(root) / f for name in new for root, dirs, files in os.walk(SHARED_MEMORY / name) for f in dirs + files
+    ]
+    held = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            held += path.lstat().st_blocks * 512
+    shown = ", ".join(new[:3]) + (f" and {len(new) - 3} more" if len(new) > 3 else "")
+    return f"{len(new)} entr{'y' if len(new) == 1 else 'ies'} in /dev/shm ({shown}; {held / 2**20:.1f} MiB)"
 
 
 def private_tmpdir(folder: Path) -> Path:
