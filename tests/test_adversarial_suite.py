@@ -113,6 +113,7 @@ CHEATS = [
     # clone(CLONE_PARENT) is refused in a Python host (2026-12-07; before, both escaped the host's stop).
     case("defer_sibling.py", "rejected", "Errno 1", workload=SMALL),
     case("slow_the_incumbent.py", "rejected", "Errno 1"),
+    case("slow_the_incumbent_flag.py", "rejected", "Errno 1"),
     # The host stops itself after its answer and the call ends when that stop does: the thread's work is done on
     # the clock or frozen unfinished (until 2026-12-07 it raced the worker's stop, a non-strict xfail).
     case("defer_thread.cpp", "rejected|neutralized", workload=SMALL),
@@ -134,6 +135,7 @@ CHEATS = [
     case("sticky_torch_mode.py", "rejected", "torch mode", isolate=False),
     case("patch_harness.py", "rejected", "evoteam.gpu_bench.worker.evaluate.check_outputs", isolate=False),
     case("memo_python.py", "neutralized|rejected", "inputs it has not seen", isolate=False),
+    case("slow_the_incumbent_flag.py", "rejected", "Errno 1", isolate=False),
 ]
 
 SABOTAGE = [

@@ -20,12 +20,15 @@ ENOSYS = 0x00050000 | confine.ENOSYS
 KILL, ALLOW = confine.KILL_PROCESS, confine.ALLOW
 
 
-def decide(machine: str, nr: int, *args: int, processes: bool = False, arch: int | None = None) -> int:
-    """What the program returns for one syscall: a classic-BPF interpreter of the opcodes it uses."""
+def decide(
+    machine: str, nr: int, *args: int, processes: bool = False, arch: int | None = None, worker: bool = False
+) -> int:
+    """What the program (a host's; ``worker``: the worker's own) returns for one syscall: a classic-BPF
+    interpreter of the opcodes it uses."""
     audit = confine.ARCHES[machine][0] if arch is None else arch
     words = [a & 0xFFFFFFFFFFFFFFFF for a in args] + [0] * (6 - len(args))
     data = struct.pack("<iIQ6Q", nr, audit, 0, *words)
-    program = confine.instructions(PID, processes, machine)
+    program = confine.worker_instructions(machine) if worker else confine.instructions(PID, processes, machine)
     assert 0 < len(program) <= 4096
     pc, acc = 0, 0
     for _ in range(len(program)):
@@ -178,3 +181,18 @@ def test_no_host_makes_memory_that_no_mapping_holds_or_hands_work_to_io_uring(ma
     for name in ("memfd_create", "shmget", "msgget", "io_uring_setup"):
         assert decide(machine, nr(machine, name), 0, 0, processes=processes) == EPERM, name
     assert decide(machine, nr(machine, "msgget") + 1, 0, processes=processes) == ALLOW  # the next: not named
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_what_the_worker_starts_stays_its_descendant_and_nothing_else_is_refused(machine: str) -> None:
+    """The worker kills its descendants after each request: a candidate in its process may not make a process
+    its sibling. The worker signals, moves and limits its hosts and makes their memfds: all allowed."""
+    clone = nr(machine, "clone")
+    assert decide(machine, clone, confine.CLONE_PARENT | 17, worker=True) == EPERM
+    assert decide(machine, clone, 17, worker=True) == ALLOW  # fork
+    assert decide(machine, clone, 0x3D0F00, worker=True) == ALLOW  # pthread_create
+    assert decide(machine, nr(machine, "clone3"), 0, 88, worker=True) == ENOSYS
+    for name in ("kill", "sched_setaffinity", "setpriority", "prlimit64", "memfd_create", "setsid", "execve"):
+        assert decide(machine, nr(machine, name), OTHER, 9, worker=True) == ALLOW, name
+    assert decide(machine, 0, arch=0x40000003, worker=True) == KILL  # i386
+    assert confine.worker_program("riscv64") == b""

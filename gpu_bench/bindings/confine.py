@@ -52,7 +52,7 @@ from __future__ import annotations
 import ctypes
 import platform
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 INSTRUCTION = struct.Struct("<HBBI")
 """One ``struct sock_filter``: code, jump if true, jump if false, constant."""
@@ -167,8 +167,19 @@ def _rule(name: str, pid: int, processes: bool) -> list[tuple[int, int, int, int
     return None
 
 
-def instructions(pid: int, processes: bool, machine: str | None = None) -> list[tuple[int, int, int, int]]:
-    """The program for the host whose pid is ``pid`` as (code, jt, jf, k); empty on an unknown machine."""
+def _worker_rule(name: str) -> list[tuple[int, int, int, int]] | None:
+    """The worker's own rules: what it starts stays its descendant (``worker_instructions``)."""
+    if name == "clone3":
+        return [_op(RET, _ERRNO | ENOSYS)]
+    if name == "clone":
+        return [_arg(0), _op(JSET, CLONE_PARENT, jf=1), _op(RET, _ERRNO | EPERM), _op(RET, ALLOW)]
+    return None
+
+
+def _assemble(
+    rule: Callable[[str], list[tuple[int, int, int, int]] | None], machine: str | None
+) -> list[tuple[int, int, int, int]]:
+    """A program that runs ``rule``'s instructions for each syscall it names; empty on an unknown machine."""
     arch = ARCHES.get(machine or platform.machine())
     if arch is None:
         return []
@@ -177,16 +188,40 @@ def instructions(pid: int, processes: bool, machine: str | None = None) -> list[
     if audit == ARCHES["x86_64"][0]:  # the x32 numbers (bit 30) would bypass every rule below
         program += [_op(JGE, 0x40000000, jf=1), _op(RET, KILL_PROCESS)]
     for name, nr in numbers.items():
-        body = _rule(name, pid, processes)
+        body = rule(name)
         if body is not None:
             program += [_op(JEQ, nr, jf=len(body)), *body]
     program.append(_op(RET, ALLOW))
     return program
 
 
+def instructions(pid: int, processes: bool, machine: str | None = None) -> list[tuple[int, int, int, int]]:
+    """The program for the host whose pid is ``pid`` as (code, jt, jf, k); empty on an unknown machine."""
+    return _assemble(lambda name: _rule(name, pid, processes), machine)
+
+
+def worker_instructions(machine: str | None = None) -> list[tuple[int, int, int, int]]:
+    """The worker's own program. A candidate that runs in the worker's process (a CUDA kernel, a Python
+    candidate on a GPU, anything with ``--no-isolate``) may start processes, and the worker, a child
+    subreaper, kills every descendant after each request; ``clone`` with ``CLONE_PARENT`` made the new process
+    the worker's *sibling*, beyond that kill: it ran on through later requests (EPERM now; ``clone3``, whose
+    flags cannot be read, reports ENOSYS). Nothing else is refused: the worker signals, moves and limits its
+    hosts, and makes the memfds they share."""
+    return _assemble(_worker_rule, machine)
+
+
+def _pack(ops: list[tuple[int, int, int, int]]) -> bytes:
+    return b"".join(INSTRUCTION.pack(*op) for op in ops)
+
+
 def program(pid: int, processes: bool, machine: str | None = None) -> bytes:
     """The program as the bytes of a ``struct sock_filter`` array (what a host receives)."""
-    return b"".join(INSTRUCTION.pack(*op) for op in instructions(pid, processes, machine))
+    return _pack(instructions(pid, processes, machine))
+
+
+def worker_program(machine: str | None = None) -> bytes:
+    """``worker_instructions`` as bytes, for ``install_filter``."""
+    return _pack(worker_instructions(machine))
 
 
 _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT = 4, 38, 24, 47
@@ -218,6 +253,13 @@ def install(code: bytes) -> bool:
     if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "cannot make the host non-dumpable")
     drop_capabilities(libc)
+    return install_filter(code)
+
+
+def install_filter(code: bytes) -> bool:
+    """Installs ``code`` on every thread of this process (and what it starts from now on), with no_new_privs;
+    False when there is no program for this machine. Raises OSError when the kernel refuses."""
+    libc = ctypes.CDLL(None, use_errno=True)
     if not code:
         return False
     if len(code) % INSTRUCTION.size or len(code) // INSTRUCTION.size > 4096:

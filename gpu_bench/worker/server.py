@@ -275,9 +275,11 @@ def serve(
     strays.become_subreaper()
     strays.exit_with_parent()
     process_state.forbid_inspection()
+    kept = strays.keep_descendants()
     worker = _Worker(proto_out, log_path, builder)
     described = environment()
     described.libs["writes"] = writes
+    described.libs["processes"] = kept
     described.libs["threads"] = threads.describe()
     described.libs["hosts"] = "moved to the worker's CPU before each call" if hosts_follow else "on the worker's CPUs"
     described.libs["malloc"] = allocator.describe(os.environ)

@@ -1,5 +1,7 @@
 """Processes a candidate leaves behind: the worker adopts them (it is a child subreaper) and kills them after
-every request, and a process limit keeps a fork bomb from taking the machine.
+every request, and a process limit keeps a fork bomb from taking the machine. What the worker's process
+starts stays its descendant (``keep_descendants``: ``clone`` with ``CLONE_PARENT`` is refused), so the kill
+reaches everything a candidate in that process started.
 
 ``task_count`` counts this user's tasks (threads included, as ``RLIMIT_NPROC`` does); the owner of a worker
 sets the worker's limit to that count plus ``PROCESS_HEADROOM`` (root is exempt from the limit outside a
@@ -21,6 +23,21 @@ from pathlib import Path
 PROCESS_HEADROOM = 1024
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+def keep_descendants() -> str:
+    """Installs the worker's seccomp program (``bindings/confine.worker_instructions``) on all its threads:
+    nothing it starts from now on can be made its sibling, beyond the kill of strays. One line saying what
+    holds, for the environment the worker reports."""
+    from evoteam.gpu_bench.bindings import confine
+
+    try:
+        installed = confine.install_filter(confine.worker_program())
+    except OSError as exc:
+        return f"not confined: the seccomp program was refused ({exc})"
+    if not installed:
+        return "not confined: no seccomp program for this machine"
+    return "what it starts stays its descendant (clone with CLONE_PARENT refused)"
 
 
 def task_count(uid: int | None = None) -> int:
