@@ -6,6 +6,7 @@ import pytest
 
 from conftest import QUICK_TIMING, Bench, quick_config
 from evoteam.gpu_bench.schema import EvaluationStatus as S
+from evoteam.gpu_bench.worker import client
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +44,17 @@ def test_a_chatty_kernel_keeps_only_the_tail_of_its_log(bench: Bench) -> None:
     log = result.traces[0].evaluation.log  # type: ignore[union-attr]
     assert "bytes cut" in log and log.rstrip().endswith("chatty line 19999")
     assert len(log) < 25_000
+
+
+def test_a_kernel_that_prints_without_end_keeps_the_log_bounded(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Printing until its timeout, a kernel wrote 544 MiB into the log in 10 s here: the owner empties the
+    log each time it finds it over the limit, the tail shown is still the latest, and the answer says so."""
+    monkeypatch.setattr(client, "LOG_LIMIT_BYTES", 1 << 20)
+    result = bench("prints_forever.cpp", quick_config(timeout_s=3.0), only={"small-1000"})
+    assert result.status == S.TIMEOUT
+    log = result.traces[0].evaluation.log  # type: ignore[union-attr]
+    assert "[evoteam: the kernel printed more than 1 MiB; the log was emptied" in log, log[-600:]
+    assert "debug round" in log
 
 
 @pytest.mark.parametrize(

@@ -58,3 +58,26 @@ def test_worker_speaks_json_lines_and_survives_garbage(tmp_path: Path) -> None:
         proc.wait()
         proc.stdin.close()
         proc.stdout.close()
+
+
+def test_the_owner_empties_a_log_over_its_limit_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evoteam.gpu_bench.worker import client
+
+    monkeypatch.setattr(client, "LOG_LIMIT_BYTES", 1000)
+    worker = client.WorkerProcess()
+    try:
+        log = worker._log
+        log.write_bytes(b"x" * 1000)
+        worker._tend()  # at the limit: kept
+        assert log.stat().st_size == 1000 and worker._log_note() == ""
+        log.write_bytes(b"y" * 3000 + "last line é\n".encode())
+        worker._tend()
+        assert log.stat().st_size == 0
+        with log.open("ab") as appended:  # writers append: what comes next lands at the new end
+            appended.write(b"after\n")
+        assert worker.log_tail() == "after\n"
+        assert "emptied 1 time(s) while it ran (0 MiB dropped)" in worker._log_note()
+        log.write_bytes(b"z" * 50_000 + "last line é\n".encode())
+        assert worker.log_tail(12) == "last line é\n"  # the tail alone is read, whole characters
+    finally:
+        worker.close()

@@ -10,6 +10,13 @@ ever lets a candidate's failure escape as a crash of the caller.
 A GPU worker sees exactly one GPU (``CUDA_VISIBLE_DEVICES``) and runs without an address-space limit: CUDA
 reserves far more virtual memory than any limit that still protects the machine would allow.
 
+A kernel's output goes to the worker's log, a file that the worker empties before each workload and reads the
+tail of after it. While a request runs the owner keeps it under ``LOG_LIMIT_BYTES``: a kernel that printed in an
+endless loop (a debugging ``printf`` left in) wrote 544 MiB in its 10 s before the timeout here, and would have
+written gigabytes in the default 60 s, and more on a faster disk. The owner empties it each time it finds it over
+the limit (writers append, so what is printed next lands at the new end, and the tail is still the latest), and
+the answer says so.
+
 A local worker runs inside this process's sandbox (``evoteam.gpu_bench.sandbox.current()``): it may write only
 its build cache and its own scratch folder, sees no network and no secrets, and everything it starts dies
 with it. Its process limit is this user's task count plus a headroom, which stops a fork bomb.
@@ -55,6 +62,8 @@ from evoteam.gpu_bench.worker.strays import process_limit
 from evoteam.gpu_bench.worker.threads import ThreadPolicy, wait_environment
 
 STARTUP_TIMEOUT_S = 120.0
+LOG_LIMIT_BYTES = 64 * 1024 * 1024
+"""The most the worker's log holds while a request runs, give or take what is printed in half a second."""
 
 
 class WorkerLost(RuntimeError):
@@ -135,6 +144,8 @@ class LineWorker(ABC):
         self._next_id = 1
         self.environment: Environment | None = None
         self.starts = 0
+        self._emptied: list[int] = []
+        """The size of the log each time ``_tend`` emptied it during the request now running."""
 
     @property
     @abstractmethod
@@ -158,6 +169,21 @@ class LineWorker(ABC):
     @abstractmethod
     def kill(self) -> None:
         """Kills the worker and every process it started (its own process group)."""
+
+    def _tend(self) -> None:
+        """Called about twice a second while a request runs: keeps the log in bounds (a remote worker's log is
+        its own machine's to bound)."""
+        return None
+
+    def _log_note(self) -> str:
+        """What ``_tend`` did to the log during this request, as a line for the answer's log; empty if nothing."""
+        if not self._emptied:
+            return ""
+        return (
+            f"[evoteam: the kernel printed more than {LOG_LIMIT_BYTES >> 20} MiB; the log was emptied "
+            f"{len(self._emptied)} time(s) while it ran ({sum(self._emptied) / 2**20:.0f} MiB dropped), so what "
+            "is shown is the last it printed]"
+        )
 
     def start(self) -> None:
         self._lines = queue.Queue()
@@ -214,6 +240,7 @@ class LineWorker(ABC):
     def _answer(self, request: BuildRequest | EvaluateRequest, timeout_s: float) -> Built | Evaluated | Failed:
         if not self.alive:
             self.start()
+        self._emptied = []
         try:
             self._write(request.model_dump_json() + "\n")
         except OSError:
@@ -233,6 +260,9 @@ class LineWorker(ABC):
                 raise lost
             if isinstance(response, Evaluated | Built) and response.worker_exiting:
                 self.kill()  # it is exiting on purpose; the next request starts a clean one
+            note = self._log_note()
+            if note and isinstance(response, Evaluated):
+                return response.model_copy(update={"log": f"{response.log}\n{note}\n"})
             return response
 
     def _receive(self, timeout_s: float, what: str) -> Ready | Built | Evaluated | Failed:
@@ -246,6 +276,7 @@ class LineWorker(ABC):
             except queue.Empty:
                 if not self.alive:
                     raise self._lost(self._death(), timed_out=False) from None
+                self._tend()
                 continue
             if line is None:
                 raise self._lost(self._death(), timed_out=False)
@@ -256,7 +287,8 @@ class LineWorker(ABC):
 
     def _lost(self, reason: str, timed_out: bool) -> WorkerLost:
         self.kill()
-        return WorkerLost(reason, timed_out, self.log_tail())
+        note = self._log_note()
+        return WorkerLost(reason, timed_out, f"{self.log_tail()}\n{note}" if note else self.log_tail())
 
     def _shutdown_line(self) -> str:
         return ShutdownRequest().model_dump_json() + "\n"
@@ -347,11 +379,22 @@ class WorkerProcess(LineWorker):
 
     def log_tail(self, limit: int = 4000) -> str:
         try:
-            data = self._log.read_bytes()
+            with self._log.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4 * limit))  # UTF-8: at most 4 bytes a character
+                data = log.read()
         except OSError:
             return ""
         text = data.decode(errors="replace")
         return text[-limit:]
+
+    def _tend(self) -> None:
+        try:
+            size = self._log.stat().st_size
+            if size > LOG_LIMIT_BYTES:
+                os.truncate(self._log, 0)
+                self._emptied.append(size)
+        except OSError:
+            return
 
     def kill(self) -> None:
         proc = self._proc
