@@ -3,9 +3,9 @@
 # minutes at most on an H200. It compiles the CUDA examples, sets up a venv, benches them (naive vs improved,
 # the pycuda variant), runs `evoteam check` and `evoteam profile`, compares our GPU timing with triton's
 # do_bench, measures the improved kernel against the device's copy bandwidth and against a copy of itself,
-# runs `pytest -m gpu` and the offline team on the naive kernel, then prints the figures. Every step has a time limit; a failed step is
-# reported and the script goes on. Without a GPU it stops after the compile step and the wheel folder's check:
-# exit 3.
+# runs `pytest -m gpu`, the offline team on the naive kernel and the host-timing experiment (last, on what is
+# left of the budget), then prints the figures. Every step has a time limit; a failed step is reported and the
+# script goes on. Without a GPU it stops after the compile step and the wheel folder's check: exit 3.
 #
 #   OUT=DIR                   JSON results and per-step logs go here (default: a new temporary folder)
 #   EVOTEAM_WHEELS=DIR        the offline wheel folder (default .device-wheels when it exists; build it with
@@ -291,6 +291,9 @@ step pytest-gpu 240 "$py" -m pytest -m gpu -q -p no:cacheprovider --junitxml "$o
 tail -n 5 "$out/logs/pytest-gpu.log" | sed 's/^/   /'
 step offline-team 200 "$py" -m evoteam.gpu_bench.device_compare offline-team --json "$out/evolve.json"
 tail -n 3 "$out/logs/offline-team.log" | sed 's/^/   /'
+# last, on what is left of the budget: can a kernel be timed from outside the process that launches it (issue 21)
+STEP_SKIP_RC=3 step host-timing 90 "$py" benchmarks/gpu_host_timing.py --json "$out/host_timing.json"
+tail -n 6 "$out/logs/host-timing.log" | sed 's/^/   /'
 
 # ---- 6. figures -----------------------------------------------------------------------------------------------------
 echo

@@ -384,7 +384,8 @@ def figures_rows(folder: Path) -> list[list[str]]:
 def figure_lines(folder: Path) -> list[str]:
     """The device check's other figures, one line each, from the files its steps wrote (each says when its file
     is missing or unreadable): identical kernels, ours vs do_bench per workload, the roofline, the ncu
-    counters, the GPU tests (the private-stream case among them) and the offline team's result."""
+    counters, the GPU tests (the private-stream case among them), the offline team's result and how a kernel
+    times from outside the process that launches it (``benchmarks/gpu_host_timing.py``)."""
     lines = []
     for label, pattern, reader in (
         ("identical kernels", "identical.json", _identical),
@@ -393,6 +394,7 @@ def figure_lines(folder: Path) -> list[str]:
         ("ncu", "profile_*.json", _ncu),
         ("GPU tests", "pytest-gpu.xml", _gpu_tests),
         ("offline team", "evolve.json", _offline_team),
+        ("host timing", "host_timing.json", _host_timing),
     ):
         paths = sorted(path for path in folder.glob(pattern) if path.is_file())
         try:
@@ -400,6 +402,18 @@ def figure_lines(folder: Path) -> list[str]:
         except (OSError, ValueError, KeyError, TypeError, IndexError, ET.ParseError) as exc:
             found = [f"unreadable ({type(exc).__name__}: {exc})"]
         lines += [f"{label}: {line}" for line in found]
+    return lines
+
+
+def _host_timing(paths: list[Path]) -> list[str]:
+    """``benchmarks/gpu_host_timing.py``'s figures: per size, each way of timing as a ratio to events here."""
+    found = json.loads(paths[0].read_text())
+    lines = []
+    for n, row in found["rows"].items():
+        here = row["here"]
+        ways = [(k, v) for k, v in row.items() if k not in ("here", "empty round trip") and v is not None]
+        cells = ", ".join(f"{k} {v / here:.2f}x" for k, v in ways)
+        lines.append(f"{n} elements, {here:.1f} us here (round trip {row['empty round trip']:.1f} us): {cells}")
     return lines
 
 

@@ -159,8 +159,10 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 def test_the_other_figures_from_recorded_files(tmp_path: Path) -> None:
     assert figure_lines(tmp_path) == [
         f"{label}: not run"
-        for label in ("identical kernels", "ours / do_bench", "roofline", "ncu", "GPU tests", "offline team")
-    ]
+        for label in (
+            "identical kernels", "ours / do_bench", "roofline", "ncu", "GPU tests", "offline team", "host timing"
+        )
+    ]  # fmt: skip
     rows = [
         {"kernel": "rmsnorm_cuda", "workload": "batch_size=1", "paired": 0.99, "ci": [0.98, 1.01], "unpaired": 1.2},
         {"kernel": "rmsnorm_cuda", "workload": "batch_size=7", "paired": 1.04, "ci": [1.02, 1.06], "unpaired": 0.9},
@@ -185,7 +187,10 @@ def test_the_other_figures_from_recorded_files(tmp_path: Path) -> None:
     run = {"config": {"kernel": "rmsnorm_cuda_naive"}, "rounds": [{}, {}], "best": "r02-x", "best_speedup": 2.0,
            "start": {"geomean_speedup": 0.25}}  # fmt: skip
     (tmp_path / "evolve.json").write_text(json.dumps(run))
+    row = {"here": 4.0, "host": 4.1, "empty round trip": 20.0, "round trip": 12.0, "do_bench": None}
+    (tmp_path / "host_timing.json").write_text(json.dumps({"device": "H100", "rows": {"1024": row}}))
     lines = figure_lines(tmp_path)
+    assert lines.pop() == "host timing: 1024 elements, 4.0 us here (round trip 20.0 us): host 1.02x, round trip 3.00x"
     assert lines == [
         "identical kernels: rmsnorm_cuda against a copy: paired ratios 0.990-1.040 over 2 workloads, 1/2 intervals "
         "hold 1",
@@ -202,7 +207,8 @@ def test_the_other_figures_from_recorded_files(tmp_path: Path) -> None:
     ]
     (tmp_path / "evolve.json").write_text(json.dumps({**run, "best": None, "best_speedup": None}))
     (tmp_path / "pytest-gpu.xml").write_text("<testsuites><testsuite")
-    lines = figure_lines(tmp_path)
+    (tmp_path / "host_timing.json").unlink()
+    lines = figure_lines(tmp_path)[:-1]
     assert lines[-1] == "offline team: rmsnorm_cuda_naive, 2 round(s): no improvement over the start, which is " \
         "0.250x of the baseline"  # fmt: skip
     assert lines[-2].startswith("GPU tests: unreadable (ParseError")
@@ -236,3 +242,27 @@ def test_self_consistency_writes_its_rows_for_the_figures(tmp_path: Path) -> Non
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "identical.json").write_text(out.read_text())
     assert figure_lines(tmp_path / "figures")[0].startswith("identical kernels: rmsnorm against a copy: paired ratios")
+
+
+@pytest.mark.integration
+def test_host_timing_runs_its_steps_on_the_cpu_and_skips_without_a_gpu(tmp_path: Path) -> None:
+    """``benchmarks/gpu_host_timing.py``: a host process of its own, round trips, a table and its JSON (the
+    device check's figure); without a GPU and ``--device cpu`` it skips (exit 3)."""
+    script = str(REPO / "benchmarks" / "gpu_host_timing.py")
+    out = tmp_path / "host_timing.json"
+    done = subprocess.run(
+        [sys.executable, script, "--device", "cpu", "--sizes", "1024", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "| 1024 |" in done.stdout and "round trip / 100" in done.stdout
+    row = json.loads(out.read_text())["rows"]["1024"]
+    assert row["here"] > 0 and row["host"] > 0 and row["empty round trip"] > 0 and row["do_bench"] is None
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "host_timing.json").write_text(out.read_text())
+    assert figure_lines(tmp_path / "figures")[-1].startswith("host timing: 1024 elements, ")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    skipped = subprocess.run(
+        [sys.executable, script], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert skipped.returncode == 3 and "no GPU here" in skipped.stdout
