@@ -171,8 +171,8 @@ class LineWorker(ABC):
         """Kills the worker and every process it started (its own process group)."""
 
     def _tend(self) -> None:
-        """Called about twice a second while a request runs: keeps the log in bounds (a remote worker's log is
-        its own machine's to bound)."""
+        """Called about twice a second while a request runs: keeps the log in bounds (``WorkerProcess``; a
+        remote worker's log, on its own machine, is not bounded)."""
         return None
 
     def _log_note(self) -> str:
