@@ -4,7 +4,9 @@ private folder, and the owner's audit that removes what one request wrote into a
 from __future__ import annotations
 
 import gc
+import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,37 @@ def test_folders_and_files_nobody_owns_are_removed(tmp_path: Path) -> None:
         [f"{INDUCTOR}/{folder_name('c' * 64)}", f"{INDUCTOR}/loose.so", f"{EXTENSIONS}/{folder_name('d' * 64)}"]
     )
     assert not any((tmp_path / INDUCTOR).iterdir()) and not any((tmp_path / EXTENSIONS).iterdir())
+
+
+@pytest.mark.integration  # it waits past the file system's timestamp granularity
+def test_the_audit_reads_no_content_and_still_sees_a_rewrite_that_keeps_size_and_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A candidate's file may be of any size at no cost to it (a sparse one): the audit reads only metadata.
+    A rewrite of another solution's file to the same size, its modification time set back, still shows: the
+    change time is the kernel's, and no process can set it."""
+    audit = ExtensionAudit(tmp_path)
+    mine, theirs = folder_for(tmp_path, INDUCTOR, "a" * 64), folder_for(tmp_path, INDUCTOR, "b" * 64)
+    mine.mkdir(parents=True)
+    with (mine / "huge.bin").open("wb") as huge:
+        huge.truncate(1 << 40)  # 1 TiB, sparse
+
+    def no_reading(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the audit read a file's content")
+
+    with monkeypatch.context() as reading:
+        reading.setattr(Path, "read_bytes", no_reading)
+        reading.setattr(Path, "open", no_reading)
+        assert audit.after(["a" * 64]) == []
+    theirs.mkdir(parents=True)
+    (theirs / "graph.so").write_bytes(b"built by b")
+    assert audit.after(["b" * 64]) == []
+    before = (theirs / "graph.so").stat()
+    time.sleep(0.05)  # past the file system's timestamp granularity
+    (theirs / "graph.so").write_bytes(b"built by B")
+    os.utime(theirs / "graph.so", ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert audit.after(["a" * 64]) == [f"{INDUCTOR}/{folder_name('b' * 64)}"]
+    assert (mine / "huge.bin").is_file() and not theirs.exists()
 
 
 PLANTER = '''"""Writes into its own run-time build folder and into another solution's, then computes honestly."""
