@@ -48,13 +48,13 @@ def test_a_chatty_kernel_keeps_only_the_tail_of_its_log(bench: Bench) -> None:
 
 def test_a_kernel_that_prints_without_end_keeps_the_log_bounded(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
     """Printing until its timeout, a kernel wrote 544 MiB into the log in 10 s here: the owner empties the
-    log each time it finds it over the limit, the tail shown is still the latest, and the answer says so."""
+    log each time it finds it over the limit, and the answer says so."""
     monkeypatch.setattr(client, "LOG_LIMIT_BYTES", 1 << 20)
     result = bench("prints_forever.cpp", quick_config(timeout_s=3.0), only={"small-1000"})
     assert result.status == S.TIMEOUT
     log = result.traces[0].evaluation.log  # type: ignore[union-attr]
     assert "[evoteam: the kernel printed more than 1 MiB; the log was emptied" in log, log[-600:]
-    assert "debug round" in log
+    assert len(log) < 10_000  # a tail and the note (the tail may be short: the log can be emptied just before)
 
 
 @pytest.mark.parametrize(

@@ -129,6 +129,7 @@ CHEATS = [
     case("lying_tensor.py", "rejected", "outside", value_returning=True),
     case("sticky_torch_mode.py", "rejected", "non-finite"),
     case("patch_harness.py", "rejected", "non-finite"),
+    case("flood_protocol.py", "neutralized"),
     # In the worker's process, the defences there hold them.
     case("forge_protocol.py", "rejected", "did not belong to the request", isolate=False),
     case("lying_tensor.py", "rejected", "subclass of torch.Tensor", value_returning=True, isolate=False),
@@ -136,6 +137,7 @@ CHEATS = [
     case("patch_harness.py", "rejected", "evoteam.gpu_bench.worker.evaluate.check_outputs", isolate=False),
     case("memo_python.py", "neutralized|rejected", "inputs it has not seen", isolate=False),
     case("slow_the_incumbent_flag.py", "rejected", "Errno 1", isolate=False),
+    case("flood_protocol.py", "rejected", "a line of more than 16 MiB", isolate=False),
 ]
 
 SABOTAGE = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import queue
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +83,36 @@ def test_the_owner_empties_a_log_over_its_limit_and_says_so(monkeypatch: pytest.
         assert worker.log_tail(12) == "last line é\n"  # the tail alone is read, whole characters
     finally:
         worker.close()
+
+
+class CountingStream(io.StringIO):
+    """A stream that counts the characters read from it."""
+
+    read_chars = 0
+
+    def readline(self, size: int | None = -1) -> str:
+        line = super().readline(size)
+        self.read_chars += len(line)
+        return line
+
+
+def test_the_owner_reads_no_line_longer_than_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate in the worker's process can write to the protocol's pipe: a flood with no newline is read
+    up to the limit and no further, and the owner says what happened instead of holding it."""
+    from evoteam.gpu_bench.worker import client
+
+    monkeypatch.setattr(client, "LINE_LIMIT_CHARS", 1000)
+    stream = CountingStream('{"kind": "ready"}\n' + "x" * 50_000 + "\n" + '{"never": "read"}\n')
+    lines: queue.Queue[str | None] = queue.Queue()
+    client._pump(stream, lines)
+    assert [lines.get_nowait(), lines.get_nowait()] == ['{"kind": "ready"}\n', client.OVERSIZED]
+    assert lines.empty() and stream.read_chars <= 18 + 1001
+
+    splitter = client.LineSplitter(limit=10)
+    assert splitter.feed("ab\ncd") == ["ab\n"]
+    assert splitter.feed("ef\n0123456") == ["cdef\n"]
+    assert splitter.rest() == ["0123456"]
+    assert splitter.feed("789\nabc") == [client.OVERSIZED]  # 11 characters with the newline: over the limit
+    assert client.LineSplitter(limit=11).feed("0123456789\n") == ["0123456789\n"]
+    flooded = client.LineSplitter(limit=10)
+    assert flooded.feed("x" * 6) == [] and flooded.feed("ok\n" + "y" * 11) == ["xxxxxxok\n", client.OVERSIZED]

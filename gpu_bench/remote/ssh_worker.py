@@ -18,7 +18,7 @@ import asyncssh
 
 from evoteam.gpu_bench.remote.ssh_host import SshHost
 from evoteam.gpu_bench.runner import WorkerStartError
-from evoteam.gpu_bench.worker.client import LineWorker, WorkerLost, signal_death
+from evoteam.gpu_bench.worker.client import OVERSIZED, LineSplitter, LineWorker, WorkerLost, signal_death
 from evoteam.gpu_bench.worker.protocol import BuildRequest, Built, Evaluated, EvaluateRequest, Failed
 
 _PID_TAG = "evoteam-worker-pid"
@@ -126,8 +126,14 @@ class SshWorker(LineWorker):
         lines = self._lines
 
         async def out() -> None:
+            splitter = LineSplitter()  # a flood with no newline stops at the limit, not in this process's memory
             try:
-                while line := await proc.stdout.readline():
+                while text := await proc.stdout.read(1 << 16):
+                    for line in splitter.feed(text):
+                        lines.put(line)
+                        if line == OVERSIZED:
+                            return
+                for line in splitter.rest():
                     lines.put(line)
             except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
                 pass

@@ -64,6 +64,14 @@ from evoteam.gpu_bench.worker.threads import ThreadPolicy, wait_environment
 STARTUP_TIMEOUT_S = 120.0
 LOG_LIMIT_BYTES = 64 * 1024 * 1024
 """The most the worker's log holds while a request runs, give or take what is printed in half a second."""
+LINE_LIMIT_CHARS = 16 * 1024 * 1024
+"""The longest line the owner reads from the worker's protocol. An answer is a few kilobytes (its log is a
+20 KB tail); a candidate in the worker's process can find the protocol's pipe and write to it, and one that
+wrote 1.5 GiB with no newline made the owner hold it (3.3 GB resident where it had 0.2 GB) until the worker
+was replaced: the owner may be the editor's language server."""
+OVERSIZED = "\0a line over the limit\0"
+"""Put in the queue of lines in place of a line longer than ``LINE_LIMIT_CHARS`` (a real line ends in a
+newline); nothing more is read after it."""
 
 
 class WorkerLost(RuntimeError):
@@ -280,6 +288,12 @@ class LineWorker(ABC):
                 continue
             if line is None:
                 raise self._lost(self._death(), timed_out=False)
+            if line == OVERSIZED:
+                raise self._lost(
+                    f"the worker sent a line of more than {LINE_LIMIT_CHARS >> 20} MiB (something in its process "
+                    "wrote to its protocol, or an answer that large); the worker was replaced",
+                    timed_out=False,
+                )
             try:
                 return RESPONSE.validate_json(line)
             except ValidationError:
@@ -431,9 +445,43 @@ def _removed_note(removed: list[str]) -> str:
 
 
 def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    """The worker's protocol lines into ``lines`` (``OVERSIZED`` for one too long, then nothing more), then
+    None at the end."""
     try:
-        for line in stream:
+        while line := stream.readline(LINE_LIMIT_CHARS + 1):
+            if len(line) > LINE_LIMIT_CHARS:
+                lines.put(OVERSIZED)
+                return
             lines.put(line)
     except (OSError, ValueError):
         pass
     lines.put(None)
+
+
+class LineSplitter:
+    """Text that arrives in pieces, as lines, none longer than ``limit`` characters (a transport without a
+    bounded ``readline``: the SSH worker's)."""
+
+    def __init__(self, limit: int = LINE_LIMIT_CHARS) -> None:
+        self.limit = limit
+        self._parts: list[str] = []
+        self._pending = 0
+        """Characters in ``_parts``: the line begun and not yet ended."""
+
+    def feed(self, text: str) -> list[str]:
+        """The whole lines ``text`` completes, each with its newline, ending with ``OVERSIZED`` where a line
+        grew past the limit (feed nothing more after it)."""
+        found: list[str] = []
+        while (cut := text.find("\n")) >= 0:
+            line = "".join([*self._parts, text[: cut + 1]])
+            self._parts, self._pending, text = [], 0, text[cut + 1 :]
+            if len(line) > self.limit:
+                return [*found, OVERSIZED]
+            found.append(line)
+        self._parts.append(text)
+        self._pending += len(text)
+        return [*found, OVERSIZED] if self._pending > self.limit else found
+
+    def rest(self) -> list[str]:
+        """What is pending at the end of the stream (a last line without its newline)."""
+        return ["".join(self._parts)] if self._pending else []
