@@ -15,6 +15,7 @@ from conftest import kernel_solution, quick_config
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.sandbox import landlock
 from evoteam.gpu_bench.schema import Definition, EvaluationStatus, SourceFile, Workload
+from evoteam.gpu_bench.worker import extension_dirs
 from evoteam.gpu_bench.worker.client import WorkerProcess
 from evoteam.gpu_bench.worker.extension_dirs import EXTENSIONS, INDUCTOR, ExtensionAudit, folder_for, folder_name
 
@@ -155,3 +156,25 @@ def test_a_worker_s_private_folder_goes_with_it_even_unclosed() -> None:
     del worker
     gc.collect()
     assert not folder.exists()
+
+
+@pytest.mark.unit
+def test_a_folder_of_more_entries_than_the_audit_looks_at_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A candidate can make millions of files in its time limit, and the owner would list them all: past the
+    limit the solution's folder (or a kind's folder, with all it holds) goes, and the log says why."""
+    monkeypatch.setattr(extension_dirs, "ENTRY_LIMIT", 5)
+    audit = ExtensionAudit(tmp_path)
+    mine, theirs = folder_for(tmp_path, INDUCTOR, "a" * 64), folder_for(tmp_path, INDUCTOR, "b" * 64)
+    (mine / "deep").mkdir(parents=True)
+    for n in range(5):
+        (mine / "deep" / f"f{n}").write_text("x")
+    theirs.mkdir(parents=True)
+    (theirs / "graph.so").write_text("built by b")
+    assert audit.after(["b" * 64, "a" * 64]) == [f"{INDUCTOR}/{folder_name('a' * 64)} (more than 5 entries)"]
+    assert not mine.exists() and (theirs / "graph.so").is_file()  # even in its own request
+    for n in range(5):
+        (tmp_path / INDUCTOR / f"stray{n}").write_text("x")
+    assert audit.after(["b" * 64]) == [f"{INDUCTOR} (all of it: more than 5 entries)"]
+    assert not (tmp_path / INDUCTOR).exists()

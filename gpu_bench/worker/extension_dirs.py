@@ -73,9 +73,17 @@ def root_from_environment() -> Path | None:
     return Path(value).parent if value else None
 
 
-def _digest(folder: Path) -> str:
+ENTRY_LIMIT = 100_000
+"""The most entries (files, folders, links) the audit looks at in one folder of a kind or below one solution's
+folder: a candidate can make millions in its time limit, and the owner would hold a list of them all. A
+solution's folder with more is removed (its solution builds again); a folder of a kind with more, with all
+it holds."""
+
+
+def _digest(folder: Path) -> str | None:
     """SHA-256 over every file below ``folder`` (empty folders do not count): its path, and for a file its size,
-    inode and modification and change times; for a link, its target.
+    inode and modification and change times; for a link, its target. None when there are more than
+    ``ENTRY_LIMIT`` entries below it.
 
     The change time (``st_ctime``) is the kernel's: a write, a truncation, a ``chmod`` or a ``utime`` (which
     sets the modification time back) moves it, and no process can set it, so a file changed in any way shows.
@@ -83,18 +91,47 @@ def _digest(folder: Path) -> str:
     Until 2026-12-07 each file was read whole, and a Python candidate that left a sparse 6 GiB file in its own
     Inductor folder made the owner (the CLI, or the editor's language server) read 6 GiB into memory after the
     request: 49 s, and a resident size of 6.4 GB where it had 0.2 GB; a larger one would have ended it."""
-    h = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        name = path.relative_to(folder).as_posix().encode()
+    found: list[tuple[str, str]] = []
+    seen = 0
+    todo = [folder]
+    while todo:
+        current = todo.pop()
         try:
-            if path.is_symlink():
-                h.update(b"link " + name + b"\0" + str(path.readlink()).encode() + b"\0")
-            elif path.is_file():
-                st = path.stat()
-                h.update(f"file {st.st_size} {st.st_ino} {st.st_mtime_ns} {st.st_ctime_ns} ".encode() + name + b"\0")
+            listing = os.scandir(current)
         except OSError:
-            h.update(b"unreadable " + name + b"\0")
+            found.append((current.relative_to(folder).as_posix(), "unreadable"))
+            continue
+        with listing:
+            for entry in listing:
+                seen += 1
+                if seen > ENTRY_LIMIT:
+                    return None
+                name = Path(entry.path).relative_to(folder).as_posix()
+                try:
+                    if entry.is_symlink():
+                        found.append((name, f"link {Path(entry.path).readlink()}"))
+                    elif entry.is_dir():
+                        todo.append(Path(entry.path))
+                    elif entry.is_file():
+                        st = entry.stat(follow_symlinks=False)
+                        found.append((name, f"file {st.st_size} {st.st_ino} {st.st_mtime_ns} {st.st_ctime_ns}"))
+                except OSError:
+                    found.append((name, "unreadable"))
+    h = hashlib.sha256()
+    for name, what in sorted(found):
+        h.update(name.encode() + b"\0" + what.encode() + b"\0")
     return h.hexdigest()
+
+
+def _listing(base: Path) -> list[Path] | None:
+    """What ``base`` holds, sorted; None when it holds more than ``ENTRY_LIMIT`` entries."""
+    found: list[Path] = []
+    with os.scandir(base) as listing:
+        for entry in listing:
+            if len(found) >= ENTRY_LIMIT:
+                return None
+            found.append(Path(entry.path))
+    return sorted(found)
 
 
 class ExtensionAudit:
@@ -112,19 +149,28 @@ class ExtensionAudit:
         removed: list[str] = []
         for kind in KINDS:
             base = self.root / kind
-            if not base.is_dir():
+            if not base.is_dir() or base.is_symlink():
                 continue
-            for folder in sorted(p for p in base.iterdir() if p.is_dir() or p.is_symlink()):
-                if folder.name in owned and not folder.is_symlink():
-                    self._known[folder] = _digest(folder)
+            held = _listing(base)
+            if held is None:
+                _remove(base)
+                self._known = {k: v for k, v in self._known.items() if k.parent != base}
+                removed.append(f"{kind} (all of it: more than {ENTRY_LIMIT} entries)")
+                continue
+            for path in held:
+                if not path.is_dir() or path.is_symlink():  # a stray file or link
+                    _remove(path)
+                    removed.append(f"{kind}/{path.name}")
                     continue
-                if folder.is_symlink() or self._known.get(folder) != _digest(folder):
-                    _remove(folder)
-                    self._known.pop(folder, None)
-                    removed.append(f"{kind}/{folder.name}")
-            for stray in (p for p in base.iterdir() if not p.is_dir() or p.is_symlink()):
-                _remove(stray)
-                removed.append(f"{kind}/{stray.name}")
+                digest = _digest(path)
+                if path.name in owned and digest is not None:
+                    self._known[path] = digest
+                    continue
+                if digest is None or self._known.get(path) != digest:
+                    _remove(path)
+                    self._known.pop(path, None)
+                    too_many = f" (more than {ENTRY_LIMIT} entries)" if digest is None else ""
+                    removed.append(f"{kind}/{path.name}{too_many}")
         return removed
 
 
