@@ -14,8 +14,8 @@ A kernel's output goes to the worker's log, a file that the worker empties befor
 tail of after it. While a request runs the owner keeps it under ``LOG_LIMIT_BYTES``: a kernel that printed in an
 endless loop (a debugging ``printf`` left in) wrote 544 MiB in its 10 s before the timeout here, and would have
 written gigabytes in the default 60 s, and more on a faster disk. The owner empties it each time it finds it over
-the limit (writers append, so what is printed next lands at the new end, and the tail is still the latest), and
-the answer says so.
+the limit (writers append, so what is printed next lands at the new end: the tail shown is what was printed
+since the last emptying, little when that was a moment before the end), and the answer says so.
 
 A local worker runs inside this process's sandbox (``evoteam.gpu_bench.sandbox.current()``): it may write only
 its build cache and its own scratch folder, sees no network and no secrets, and everything it starts dies
