@@ -190,7 +190,7 @@ class LineWorker(ABC):
         return (
             f"[evoteam: the kernel printed more than {LOG_LIMIT_BYTES >> 20} MiB; the log was emptied "
             f"{len(self._emptied)} time(s) while it ran ({sum(self._emptied) / 2**20:.0f} MiB dropped), so what "
-            "is shown is the last it printed]"
+            "is shown is what it printed since]"
         )
 
     def start(self) -> None:
