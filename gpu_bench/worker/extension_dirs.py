@@ -149,7 +149,7 @@ class ExtensionAudit:
         removed: list[str] = []
         for kind in KINDS:
             base = self.root / kind
-            if not base.is_dir() or base.is_symlink():
+            if not base.is_dir():
                 continue
             held = _listing(base)
             if held is None:
