@@ -20,6 +20,7 @@ from evoteam.gpu_bench.bindings.load import runs_in_caller
 from evoteam.gpu_bench.build.builder import BUILD_TIMEOUT_S, BuildResult
 from evoteam.gpu_bench.schema import Definition, Environment, EvaluationStatus, Solution, Workload
 from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
+from evoteam.gpu_bench.worker.disk import DiskLimits
 from evoteam.gpu_bench.worker.evaluate import EvalConfig, WorkloadOutcome
 from evoteam.gpu_bench.worker.protocol import BuildRequest, Built, Evaluated, EvaluateRequest, Failed
 from evoteam.gpu_bench.worker.threads import ThreadPolicy
@@ -200,6 +201,7 @@ class LocalRunner:
     (``CUDA_VISIBLE_DEVICES=N``) and no address-space limit (``memory_limit_mb`` is ignored: CUDA reserves
     huge virtual memory); a CUDA fault replaces the worker like a crash does. ``threads`` is the worker's
     thread policy (default: every CPU this process may use, a thread each); results record it.
+    ``disk_limits`` bounds what the worker's candidates write (``worker/disk.py``; default ``DiskLimits()``).
     """
 
     def __init__(
@@ -209,8 +211,10 @@ class LocalRunner:
         fresh: bool = False,
         gpu: int | None = None,
         threads: ThreadPolicy | None = None,
+        disk_limits: DiskLimits | None = None,
     ):
         self._threads = threads
+        self._disk_limits = disk_limits
         self._cache_root = cache_root
         self._memory_limit_mb = None if gpu is not None else memory_limit_mb
         self._gpu = gpu
@@ -225,7 +229,7 @@ class LocalRunner:
             if self._fresh:
                 self._scratch = Path(tempfile.mkdtemp(prefix="evoteam-fresh-cache-"))
                 cache = self._scratch
-            self._worker = WorkerProcess(cache, self._memory_limit_mb, self._gpu, self._threads)
+            self._worker = WorkerProcess(cache, self._memory_limit_mb, self._gpu, self._threads, self._disk_limits)
         if not self._worker.alive:
             try:
                 self._worker.start()

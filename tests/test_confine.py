@@ -196,3 +196,17 @@ def test_what_the_worker_starts_stays_its_descendant_and_nothing_else_is_refused
         assert decide(machine, nr(machine, name), OTHER, 9, worker=True) == ALLOW, name
     assert decide(machine, 0, arch=0x40000003, worker=True) == KILL  # i386
     assert confine.worker_program("riscv64") == b""
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize(("processes", "worker"), [(False, False), (True, False), (False, True)])
+def test_no_file_takes_disk_space_past_its_end(machine: str, processes: bool, worker: bool) -> None:
+    """``fallocate`` with ``FALLOC_FL_KEEP_SIZE`` allocates past a file's end, beyond the file size limit (100
+    MiB under a 1 MiB ``RLIMIT_FSIZE``, checked): refused with EOPNOTSUPP in every program; a ``fallocate``
+    that grows the file (``posix_fallocate``, counted by the limit) is allowed."""
+    fallocate = nr(machine, "fallocate")
+    refused = 0x00050000 | confine.EOPNOTSUPP
+    for mode in (confine.FALLOC_FL_KEEP_SIZE, 0x03, 0x11):  # alone, punching a hole, with FALLOC_FL_ZERO_RANGE
+        assert decide(machine, fallocate, 3, mode, 0, 1 << 40, processes=processes, worker=worker) == refused
+    assert decide(machine, fallocate, 3, 0, 0, 1 << 20, processes=processes, worker=worker) == ALLOW
+    assert decide(machine, fallocate, 3, 0x10, 0, 1 << 20, processes=processes, worker=worker) == ALLOW

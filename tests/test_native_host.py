@@ -449,3 +449,24 @@ def test_a_kernel_makes_no_memory_outside_its_mappings_and_no_io_uring(tmp_path:
     kernel.bind(inputs, outputs, {"n": 16})()
     kernel.release()
     assert outputs["out"][:4].tolist() == [errno.EPERM] * 4
+
+
+KEEPS_SIZE = """#include <fcntl.h>
+extern "C" int scale_add(const float*, const float*, float* out, long) {
+  // The host may write no file: a closed descriptor shows what the program decides before the kernel looks.
+  out[0] = fallocate(-1, FALLOC_FL_KEEP_SIZE, 0, 1 << 20) == 0 ? 0 : errno;
+  out[1] = fallocate(-1, 0, 0, 1 << 20) == 0 ? 0 : errno;
+  return 0;
+}
+"""
+
+
+def test_a_kernel_takes_no_disk_past_a_file_s_end(tmp_path: Path, definition: Definition) -> None:
+    """``fallocate`` keeping the file's size (beyond the file size limit) is refused with EOPNOTSUPP in the
+    native host too (before the kernel looks at the file); one that grows the file reaches the kernel, which
+    finds the descriptor closed (EBADF)."""
+    kernel = HostKernel(library(tmp_path, KEEPS_SIZE), "scale_add", definition)
+    inputs, outputs = buffers(16)
+    kernel.bind(inputs, outputs, {"n": 16})()
+    kernel.release()
+    assert outputs["out"][:2].tolist() == [errno.EOPNOTSUPP, errno.EBADF]

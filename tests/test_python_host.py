@@ -211,6 +211,24 @@ def holds_memory(x, y, out):
     out.zero_()
     out[: len(codes)] = torch.tensor(codes, dtype=out.dtype)
 
+def keeps_size(x, y, out):
+    """Allocates disk past a file's end (FALLOC_FL_KEEP_SIZE), then grows a file (posix_fallocate): each errno
+    into out (0: done)."""
+    import ctypes
+    import tempfile
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    codes = []
+    with tempfile.TemporaryFile() as f:
+        codes.append(0 if libc.fallocate(f.fileno(), 1, 0, 1 << 20) == 0 else ctypes.get_errno())
+        try:
+            os.posix_fallocate(f.fileno(), 0, 1 << 20)
+            codes.append(0)
+        except OSError as exc:
+            codes.append(exc.errno)
+    out.zero_()
+    out[:2] = torch.tensor(codes, dtype=out.dtype)
+
 def leaves_handler(x, y, out):
     signal.signal(signal.SIGUSR1, lambda *_: None)
     torch.add(2 * x, y, out=out)
@@ -601,3 +619,13 @@ def test_a_kernel_makes_no_memory_outside_its_mappings_and_no_io_uring(folder: P
     kernel.bind(inputs, outputs, {"n": 16})()
     kernel.release()
     assert outputs["out"][:4].tolist() == [errno.EPERM] * 4
+
+
+def test_a_kernel_takes_no_disk_past_a_file_s_end(folder: Path, definition: Definition) -> None:
+    """``fallocate`` keeping the file's size, which the file size limit does not count, is refused
+    (EOPNOTSUPP); growing a file with ``posix_fallocate`` is not."""
+    kernel = host(folder, definition, "keeps_size")
+    inputs, outputs = buffers(16)
+    kernel.bind(inputs, outputs, {"n": 16})()
+    kernel.release()
+    assert outputs["out"][:2].tolist() == [errno.EOPNOTSUPP, 0]

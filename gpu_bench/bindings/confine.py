@@ -38,7 +38,9 @@ program:
   until its IPC namespace ends (the sandbox's; without one, the machine's);
 - ``io_uring_setup`` is refused with EPERM: io_uring runs work on kernel threads of its own. From Linux 5.12
   they are threads of the host and stop with it (checked on 6.18); before, they were kernel threads that no
-  stop of the host reached, where work handed to them would have run on between calls.
+  stop of the host reached, where work handed to them would have run on between calls;
+- ``fallocate`` with ``FALLOC_FL_KEEP_SIZE`` is refused with EOPNOTSUPP: it takes disk space past a file's
+  end, which the worker's limit on each file's size does not count (``worker/disk.py``).
 
 One consequence for honest kernels: a thread's affinity is the host's own to set only through pid 0 (each
 thread for itself, ``sched_setaffinity(0, ...)``); setting another thread's by its id is refused too, and
@@ -66,12 +68,13 @@ RET = 0x06  # BPF_RET | BPF_K
 KILL_PROCESS = 0x80000000
 ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
-EPERM, ENOSYS = 1, 38
+EPERM, ENOSYS, EOPNOTSUPP = 1, 38, 95
 
 NR_OFFSET, ARCH_OFFSET, ARGS_OFFSET = 0, 4, 16
 """Offsets in ``struct seccomp_data``: the syscall number, the audit arch, the six 64-bit arguments."""
 
 CLONE_PARENT, CLONE_THREAD = 0x8000, 0x10000
+FALLOC_FL_KEEP_SIZE = 0x01
 PRIO_PROCESS, PRIO_PGRP = 0, 1
 IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP = 1, 2
 
@@ -82,7 +85,7 @@ _X86_64 = {
     "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314, "prlimit64": 302,
     "ioprio_set": 251, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438,
     "process_madvise": 440, "process_mrelease": 448, "setpgid": 109, "setsid": 112, "memfd_create": 319,
-    "shmget": 29, "msgget": 68, "io_uring_setup": 425,
+    "shmget": 29, "msgget": 68, "io_uring_setup": 425, "fallocate": 285,
 }  # fmt: skip
 _AARCH64 = {
     "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270,
@@ -91,6 +94,7 @@ _AARCH64 = {
     "sched_setaffinity": 122, "sched_setattr": 274, "prlimit64": 261, "ioprio_set": 30, "pidfd_open": 434,
     "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440, "process_mrelease": 448,
     "setpgid": 154, "setsid": 157, "memfd_create": 279, "shmget": 194, "msgget": 186, "io_uring_setup": 425,
+    "fallocate": 47,
 }  # fmt: skip
 ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 """Machine name -> (its AUDIT_ARCH value, the syscall numbers the program names)."""
@@ -138,9 +142,19 @@ def _require(values: tuple[int, ...]) -> Iterator[tuple[int, int, int, int]]:
     yield _op(RET, _ERRNO | EPERM)
 
 
+def _keeping_size() -> list[tuple[int, int, int, int]]:
+    """``fallocate(fd, mode, offset, len)`` with ``FALLOC_FL_KEEP_SIZE`` in ``mode``: refused with EOPNOTSUPP
+    (what a file system without it says; glibc's ``posix_fallocate``, which does not ask for it, is unaffected).
+    It allocates past a file's end without growing the file, the one way to take disk space that the file size
+    limit (``RLIMIT_FSIZE``, ``worker/disk.py``) does not count: 100 MiB under a 1 MiB limit, checked."""
+    return [_arg(1), _op(JSET, FALLOC_FL_KEEP_SIZE, jf=1), _op(RET, _ERRNO | EOPNOTSUPP), _op(RET, ALLOW)]
+
+
 def _rule(name: str, pid: int, processes: bool) -> list[tuple[int, int, int, int]] | None:
     """The instructions run for syscall ``name`` (each path ends in a return); None: allowed as it is."""
     own = (0, pid)
+    if name == "fallocate":
+        return _keeping_size()
     if name in ("fork", "vfork", "execve", "execveat"):
         return None if processes else [_op(RET, KILL_PROCESS)]
     if name == "clone3":
@@ -168,7 +182,10 @@ def _rule(name: str, pid: int, processes: bool) -> list[tuple[int, int, int, int
 
 
 def _worker_rule(name: str) -> list[tuple[int, int, int, int]] | None:
-    """The worker's own rules: what it starts stays its descendant (``worker_instructions``)."""
+    """The worker's own rules: what it starts stays its descendant, and no file takes space past its end
+    (``worker_instructions``)."""
+    if name == "fallocate":
+        return _keeping_size()
     if name == "clone3":
         return [_op(RET, _ERRNO | ENOSYS)]
     if name == "clone":
@@ -205,8 +222,9 @@ def worker_instructions(machine: str | None = None) -> list[tuple[int, int, int,
     candidate on a GPU, anything with ``--no-isolate``) may start processes, and the worker, a child
     subreaper, kills every descendant after each request; ``clone`` with ``CLONE_PARENT`` made the new process
     the worker's *sibling*, beyond that kill: it ran on through later requests (EPERM now; ``clone3``, whose
-    flags cannot be read, reports ENOSYS). Nothing else is refused: the worker signals, moves and limits its
-    hosts, and makes the memfds they share."""
+    flags cannot be read, reports ENOSYS). A ``fallocate`` that keeps the file's size is refused, as in the
+    hosts. Nothing else is refused: the worker signals, moves and limits its hosts, and makes the memfds they
+    share."""
     return _assemble(_worker_rule, machine)
 
 

@@ -19,6 +19,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-limit-mb", type=int, default=None, help="address-space limit of the worker")
     p.add_argument("--max-processes", type=int, default=None, help="process limit (RLIMIT_NPROC) of the worker")
     p.add_argument(
+        "--max-file-mb",
+        type=int,
+        default=None,
+        help="largest file the worker and what it starts may write (RLIMIT_FSIZE; default 2048)",
+    )
+    p.add_argument(
         "--sandbox",
         action="store_true",
         help="re-run itself inside this host's sandbox (bubblewrap) when one works here; a remote runner's worker",
@@ -33,8 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from evoteam.gpu_bench.worker.disk import MIB, DiskLimits, limit_file_size
     from evoteam.gpu_bench.worker.threads import default_policy, parse_cpus
 
+    limit_file_size(args.max_file_mb * MIB if args.max_file_mb else DiskLimits().file_bytes)  # before it starts any
     if args.sandbox:
         confine(args)  # returns only where no sandbox works (the log says so) or already inside one
     try:
@@ -92,6 +100,7 @@ def confine(args: argparse.Namespace) -> None:
     cmd = [sys.executable, "-m", "evoteam.gpu_bench.worker", "--log", str(args.log), "--cache", str(cache)]
     cmd += ["--memory-limit-mb", str(args.memory_limit_mb)] if args.memory_limit_mb else []
     cmd += ["--max-processes", str(args.max_processes or process_limit())]
+    cmd += ["--max-file-mb", str(args.max_file_mb)] if args.max_file_mb else []
     cmd += ["--threads", str(args.threads)] if args.threads else []
     cmd += ["--cpus", args.cpus] if args.cpus else []
     argv, env = confined(cmd, dict(os.environ), args.log.parent, cache)

@@ -15,7 +15,9 @@ tail of after it. While a request runs the owner keeps it under ``LOG_LIMIT_BYTE
 endless loop (a debugging ``printf`` left in) wrote 544 MiB in its 10 s before the timeout here, and would have
 written gigabytes in the default 60 s, and more on a faster disk. The owner empties it each time it finds it over
 the limit (writers append, so what is printed next lands at the new end: the tail shown is what was printed
-since the last emptying, little when that was a moment before the end), and the answer says so.
+since the last emptying, little when that was a moment before the end), and the answer says so. It also
+watches what the worker's candidates write to disk (``disk.DiskWatch``): a worker over its bounds is stopped,
+its folder emptied, and the request answered with the reason.
 
 A local worker runs inside this process's sandbox (``evoteam.gpu_bench.sandbox.current()``): it may write only
 its build cache and its own scratch folder, sees no network and no secrets, and everything it starts dies
@@ -46,7 +48,7 @@ from evoteam.gpu_bench import sandbox
 from evoteam.gpu_bench.build.builder import default_cache_root
 from evoteam.gpu_bench.schema import Environment
 from evoteam.gpu_bench.timing.gpu_lock import lock_folder
-from evoteam.gpu_bench.worker import allocator, extension_dirs
+from evoteam.gpu_bench.worker import allocator, disk, extension_dirs
 from evoteam.gpu_bench.worker.memory import killed_for_memory, oom_kills
 from evoteam.gpu_bench.worker.protocol import (
     RESPONSE,
@@ -178,9 +180,10 @@ class LineWorker(ABC):
     def kill(self) -> None:
         """Kills the worker and every process it started (its own process group)."""
 
-    def _tend(self) -> None:
-        """Called about twice a second while a request runs: keeps the log in bounds (``WorkerProcess``; a
-        remote worker's log, on its own machine, is not bounded)."""
+    def _tend(self) -> str | None:
+        """Called about twice a second while a request runs, and once after its answer: keeps the log in bounds
+        and watches the disk (``WorkerProcess``; a remote worker's, on its own machine, are not watched).
+        Returns why the worker was stopped (it was killed: the request is lost), or None."""
         return None
 
     def _log_note(self) -> str:
@@ -266,6 +269,9 @@ class LineWorker(ABC):
                 )
                 lost.tampered = True
                 raise lost
+            stopped = self._tend()  # what it wrote in its last half second counts too
+            if stopped is not None:
+                raise self._lost(stopped, timed_out=False)
             if isinstance(response, Evaluated | Built) and response.worker_exiting:
                 self.kill()  # it is exiting on purpose; the next request starts a clean one
             note = self._log_note()
@@ -284,7 +290,9 @@ class LineWorker(ABC):
             except queue.Empty:
                 if not self.alive:
                     raise self._lost(self._death(), timed_out=False) from None
-                self._tend()
+                stopped = self._tend()
+                if stopped is not None:
+                    raise self._lost(stopped, timed_out=False) from None
                 continue
             if line is None:
                 raise self._lost(self._death(), timed_out=False)
@@ -317,6 +325,7 @@ class WorkerProcess(LineWorker):
         memory_limit_mb: int | None = None,
         gpu: int | None = None,
         threads: ThreadPolicy | None = None,
+        disk_limits: disk.DiskLimits | None = None,
     ) -> None:
         super().__init__()
         self._threads = threads
@@ -330,6 +339,7 @@ class WorkerProcess(LineWorker):
         self._log_dir = Path(tempfile.mkdtemp(prefix="evoteam-worker-"))
         self._log = self._log_dir / "worker.log"
         self._builds = extension_dirs.ExtensionAudit(self._log_dir / BUILDS)
+        self._disk = disk.DiskWatch(self._log_dir, disk_limits)
         self._removal = weakref.finalize(self, shutil.rmtree, self._log_dir, ignore_errors=True)
         """Removes the folder when this object goes, or at exit, where ``close`` was never called."""
 
@@ -349,6 +359,7 @@ class WorkerProcess(LineWorker):
         if self._memory_limit_mb:
             cmd += ["--memory-limit-mb", str(self._memory_limit_mb)]
         cmd += ["--max-processes", str(process_limit())]
+        cmd += ["--max-file-mb", str(max(1, self._disk.limits.file_bytes // disk.MIB))]
         cmd += self._threads.arguments() if self._threads is not None else []
         self._log.write_bytes(b"")
         env = worker_environment(self.gpu)
@@ -371,6 +382,7 @@ class WorkerProcess(LineWorker):
     def _write(self, line: str) -> None:
         assert self._proc is not None and self._proc.stdin is not None
         self._oom_mark = oom_kills()
+        self._disk.begin()
         self._proc.stdin.write(line)
         self._proc.stdin.flush()
 
@@ -401,14 +413,20 @@ class WorkerProcess(LineWorker):
         text = data.decode(errors="replace")
         return text[-limit:]
 
-    def _tend(self) -> None:
+    def _tend(self) -> str | None:
         try:
             size = self._log.stat().st_size
             if size > LOG_LIMIT_BYTES:
                 os.truncate(self._log, 0)
                 self._emptied.append(size)
         except OSError:
-            return
+            pass
+        stopped = self._disk.check()
+        if stopped is not None:  # nothing of the worker may write while its folder is emptied
+            self.kill()
+            disk.empty(self._log_dir, keep=(self._log.name,))
+            self._builds = extension_dirs.ExtensionAudit(self._log_dir / BUILDS)
+        return stopped
 
     def kill(self) -> None:
         proc = self._proc

@@ -39,6 +39,7 @@ from evoteam.gpu_bench.verify.reference import is_reference
 from evoteam.gpu_bench.worker import allocator, extension_dirs, process_state, strays
 from evoteam.gpu_bench.worker import timed as _timed  # noqa: F401  (likewise)
 from evoteam.gpu_bench.worker.build_helper import BuildHelper, BuildHelperLost
+from evoteam.gpu_bench.worker.disk import describe_file_limit
 from evoteam.gpu_bench.worker.evaluate import (
     DeviceFault,
     ReferenceFailure,
@@ -280,6 +281,7 @@ def serve(
     described = environment()
     described.libs["writes"] = writes
     described.libs["processes"] = kept
+    described.libs["file_size"] = describe_file_limit()
     described.libs["threads"] = threads.describe()
     described.libs["hosts"] = "moved to the worker's CPU before each call" if hosts_follow else "on the worker's CPUs"
     described.libs["malloc"] = allocator.describe(os.environ)
