@@ -2,7 +2,7 @@
 watch over the worker's folder and the disk that holds it.
 
 Everything a local worker's candidates may write lies in the worker's own folder (its temporary folder, its
-run-time builds, its log) or, through its build helper, in the build cache. Before 2026-12-08 only the log
+run-time builds, its log) or, through its build helper, in the build cache. Until 2026-12-07 only the log
 was bounded: a candidate could write until its time limit, at the disk's speed (gigabytes a second into the
 page cache), and fill the disk the user's repository, the build cache and every other program share.
 
