@@ -3,15 +3,20 @@ the solution's, are rebuilt and reported, so a poisoned entry cannot stand in fo
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import Bench, kernel_solution
+from conftest import DATA, Bench, kernel_solution
 from evoteam.gpu_bench.build.builder import build, build_key
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.sandbox import IN_SANDBOX_ENV, current, landlock
-from evoteam.gpu_bench.schema import EvaluationStatus
+from evoteam.gpu_bench.schema import EvaluationStatus, SourceFile
+from evoteam.gpu_bench.task import load_definition
+from evoteam.gpu_bench.worker.client import WorkerLost, WorkerProcess
+from evoteam.gpu_bench.worker.protocol import BuildRequest
 
 pytestmark = pytest.mark.integration
 
@@ -109,3 +114,43 @@ def test_a_build_that_leaves_a_file_with_two_names_is_refused(tmp_path: Path) ->
     )
     built = build(solution.model_copy(update={"name": "twins", "spec": spec}), tmp_path)
     assert not built.ok and "honest.cpp" in built.log and "twin.cpp" in built.log and "refused" in built.log
+
+
+HANGS = """
+constexpr long spin() {
+  long s = 0;
+  for (long i = 0; i < (1L << 20); ++i)
+    for (long j = 0; j < (1L << 20); ++j) s += i ^ j;
+  return s;
+}
+constexpr long forever = spin();  // hours of constant evaluation
+extern "C" int scale_add(const float* x, const float* y, float* out, long n) {
+  for (long i = 0; i < n; ++i) out[i] = 2 * x[i] + y[i] + static_cast<float>(forever & 0);
+  return 0;
+}
+"""
+
+
+def test_a_build_killed_mid_way_leaves_nothing_in_the_cache_for_long(tmp_path: Path) -> None:
+    """Its worker is killed at the deadline, with its build helper and compiler: the work folder stays, until
+    the next build (once no build holds it) removes it."""
+    honest = kernel_solution("honest.cpp")
+    flags = ["-O2", "-fconstexpr-loop-limit=2147483647", "-fconstexpr-ops-limit=4611686018427387904"]
+    spec = honest.spec.model_copy(update={"compile_flags": flags})
+    hangs = honest.model_copy(
+        update={"name": "hangs", "spec": spec, "sources": [SourceFile(path="k.cpp", content=HANGS)]}
+    )
+    hangs = hangs.model_copy(update={"spec": spec.model_copy(update={"entry_point": "k.cpp::scale_add"})})
+    cache = tmp_path / "cache"
+    worker = WorkerProcess(cache)
+    try:
+        request = BuildRequest(id=worker.next_id(), solution=hangs, definition=load_definition(DATA / "scale_add.json"))
+        with pytest.raises(WorkerLost, match="no answer to the build request"):
+            worker.build(request, 5)
+    finally:
+        worker.close()
+    (left,) = cache.glob("build-*")
+    (left / "planted-by-the-test").write_bytes(b"\0" * 4096)
+    os.utime(left, (time.time() - 3600,) * 2)  # the grace for a folder not yet locked has passed
+    assert build(honest, cache).ok
+    assert not left.exists() and list(cache.glob("build-*")) == []

@@ -3,10 +3,17 @@
 C++ builds with g++ (``c`` and ``tvm-ffi`` bindings), CUDA with nvcc (``c`` → shared library, ``pycuda`` →
 cubin). The compiler's output becomes structured diagnostics and, for CUDA, ptxas resource facts; both are
 kept with the artifact so a cache hit reports them too. No torch here: ``evoteam check`` imports this.
+
+A build happens in a work folder of its own in the cache (``build-*``), renamed into the entry when it
+succeeds and removed when it fails. A builder that is killed mid-build (its worker ran past the deadline, or
+crashed) removes nothing: its folder, with whatever its compilers wrote (up to the worker's file size limit,
+2 GiB, per file), stayed in the cache, which every later worker and run shares. So each build holds a lock on
+its work folder while it runs, and every build first removes the work folders no build holds (``sweep``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -93,7 +100,10 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
             return _cached(final, marker, time.perf_counter() - start)
         shutil.rmtree(final, ignore_errors=True)  # rebuilt below, and the result says why
     root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=root))
+    sweep(root)
+    work = Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=root))
+    held = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # released when ``held`` is closed, or when this process dies
     try:
         for source in solution.sources:
             dest = work / source.path
@@ -121,12 +131,41 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+        os.close(held)
     result.seconds = time.perf_counter() - start
     if tampered:
         what = ", ".join(tampered[:5])
         note = f"[evoteam: the build cache entry {final.name} did not match its manifest ({what}); rebuilt]"
         result.log = f"{note}\n{result.log}" if result.log else note
     return result
+
+
+WORK_PREFIX = "build-"
+UNLOCKED_GRACE_S = 60.0
+"""A work folder is made, then locked: one younger than this may be a build between the two, and is left."""
+
+
+def sweep(root: Path, now: float | None = None) -> list[str]:
+    """Removes the work folders in the cache ``root`` that no running build holds (their builder was killed),
+    once they are ``UNLOCKED_GRACE_S`` old; returns their names."""
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    for path in root.glob(f"{WORK_PREFIX}*"):
+        try:
+            if now - path.lstat().st_mtime < UNLOCKED_GRACE_S:
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:  # gone, a link, or not a folder: no build's
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+        except OSError:  # a build runs there
+            continue
+        finally:
+            os.close(fd)
+    return removed
 
 
 _RESULT = "result.json"
