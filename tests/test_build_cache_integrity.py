@@ -4,12 +4,14 @@ the solution's, are rebuilt and reported, so a poisoned entry cannot stand in fo
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import DATA, Bench, kernel_solution
+from evoteam.gpu_bench.build import cache_space
 from evoteam.gpu_bench.build.builder import build, build_key
 from evoteam.gpu_bench.runner import LocalRunner
 from evoteam.gpu_bench.sandbox import IN_SANDBOX_ENV, current, landlock
@@ -149,8 +151,45 @@ def test_a_build_killed_mid_way_leaves_nothing_in_the_cache_for_long(tmp_path: P
             worker.build(request, 5)
     finally:
         worker.close()
-    (left,) = cache.glob("build-*")
+    (left,) = cache.glob("evoteam-work-*")
     (left / "planted-by-the-test").write_bytes(b"\0" * 4096)
     os.utime(left, (time.time() - 3600,) * 2)  # the grace for a folder not yet locked has passed
     assert build(honest, cache).ok
-    assert not left.exists() and list(cache.glob("build-*")) == []
+    assert not left.exists() and list(cache.glob("evoteam-work-*")) == []
+
+
+def test_a_build_that_leaves_more_than_an_entry_may_hold_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2 GB initialised array built in 16 s and took 1.9 GiB of the shared cache for good; here the
+    limit is lowered to 256 KiB and the array is 1 MiB."""
+    monkeypatch.setattr(cache_space, "ENTRY_LIMIT_BYTES", 256 << 10)
+    honest = kernel_solution("honest.cpp")
+    table = SourceFile(path="table.cpp", content="char table[1 << 20] = {1};\n")
+    big = honest.model_copy(update={"name": "big", "sources": [*honest.sources, table]})
+    result = build(big, tmp_path)
+    assert not result.ok
+    assert re.search(r"the build left 1\.\d MiB; a build cache entry may hold 256 KiB at most; refused", result.log)
+    assert [p.name for p in tmp_path.iterdir()] == []  # nothing kept, no work folder left
+    assert build(honest, tmp_path).ok
+
+
+def test_over_its_limit_the_cache_loses_its_least_recently_used_entry_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache_space.CACHE_LIMIT_ENV, "0.00001")  # about 10 KB: one entry is over it
+    first = kernel_solution("honest.cpp")
+    assert build(first, tmp_path).ok
+    aged = time.time() - 2 * cache_space.EVICT_AFTER_S
+    os.utime(tmp_path / build_key(first) / cache_space.MARKER, (aged, aged))
+    spec = first.spec.model_copy(update={"compile_flags": ["-O1"]})
+    second = first.model_copy(update={"spec": spec})
+    result = build(second, tmp_path)
+    assert result.ok and "removed the 1 entry used least recently" in result.log
+    assert not (tmp_path / build_key(first)).exists() and (tmp_path / build_key(second)).is_dir()
+    monkeypatch.setenv(cache_space.CACHE_LIMIT_ENV, "lots")
+    third = first.model_copy(update={"spec": first.spec.model_copy(update={"compile_flags": ["-O2", "-g0"]})})
+    result = build(third, tmp_path)
+    assert (
+        result.ok and "EVOTEAM_CACHE_LIMIT_GB='lots' is not a number of GiB; the default, 20.0 GiB, holds" in result.log
+    )

@@ -4,16 +4,11 @@ C++ builds with g++ (``c`` and ``tvm-ffi`` bindings), CUDA with nvcc (``c`` → 
 cubin). The compiler's output becomes structured diagnostics and, for CUDA, ptxas resource facts; both are
 kept with the artifact so a cache hit reports them too. No torch here: ``evoteam check`` imports this.
 
-A build happens in a work folder of its own in the cache (``build-*``), renamed into the entry when it
-succeeds and removed when it fails. A builder that is killed mid-build (its worker ran past the deadline, or
-crashed) removes nothing: its folder, with whatever its compilers wrote (up to the worker's file size limit,
-2 GiB, per file), stayed in the cache, which every later worker and run shares. So each build holds a lock on
-its work folder while it runs, and every build first removes the work folders no build holds (``sweep``).
+The disk the cache may take is bounded (``cache_space``): what killed builds left, one entry, the whole.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -26,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from evoteam.gpu_bench.build import cache_space
 from evoteam.gpu_bench.build.cuda import nvcc
 from evoteam.gpu_bench.build.cuda.instruction_classes import instruction_classes
 from evoteam.gpu_bench.build.lint import lint_solution
@@ -92,18 +88,19 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
     start = time.perf_counter()
     root = cache_root or default_cache_root()
     final = root / build_key(solution)
-    marker = final / "artifact"
+    marker = final / cache_space.MARKER
     tampered: list[str] = []
     if marker.is_file():
         tampered = _tampered(final, solution)
         if not tampered:
+            cache_space.touch(final)
             return _cached(final, marker, time.perf_counter() - start)
         shutil.rmtree(final, ignore_errors=True)  # rebuilt below, and the result says why
     root.mkdir(parents=True, exist_ok=True)
-    sweep(root)
-    work = Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=root))
-    held = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(held, fcntl.LOCK_EX)  # released when ``held`` is closed, or when this process dies
+    cache_space.sweep(root)
+    work = Path(tempfile.mkdtemp(prefix=cache_space.WORK_PREFIX, dir=root))
+    held = cache_space.hold(work)
+    added = False
     try:
         for source in solution.sources:
             dest = work / source.path
@@ -114,6 +111,13 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
         strange = _not_plain(work)
         if result.ok and strange:  # the builder's writes below would follow a link out of the entry
             note = f"[evoteam: the build left what is no plain file or folder ({', '.join(strange[:5])}); refused]"
+            result = result.model_copy(update={"ok": False, "artifact": None, "log": f"{result.log}\n{note}"})
+        size = cache_space.allocated(work) if result.ok else 0
+        if size > cache_space.ENTRY_LIMIT_BYTES:
+            note = (
+                f"[evoteam: the build left {cache_space.shown(size)}; a build cache entry may hold "
+                f"{cache_space.shown(cache_space.ENTRY_LIMIT_BYTES)} at most; refused]"
+            )
             result = result.model_copy(update={"ok": False, "artifact": None, "log": f"{result.log}\n{note}"})
         if result.ok:
             if final.exists() and not marker.is_file():  # left half-written by a killed build
@@ -128,10 +132,13 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
                 (final / _RESULT).write_text(result.model_dump_json())
                 (final / _MANIFEST).write_text(json.dumps(_digests(final)))
                 marker.write_text(result.artifact or "")
+                added = True
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
         os.close(held)
+    if added:
+        result.log = _joined(result.log, _evicted(root))
     result.seconds = time.perf_counter() - start
     if tampered:
         what = ", ".join(tampered[:5])
@@ -140,32 +147,26 @@ def build(solution: Solution, cache_root: Path | None = None) -> BuildResult:
     return result
 
 
-WORK_PREFIX = "build-"
-UNLOCKED_GRACE_S = 60.0
-"""A work folder is made, then locked: one younger than this may be a build between the two, and is left."""
+def _evicted(root: Path) -> str:
+    """Keeps the cache ``root`` under its limit; what was done, for the build's log (empty: nothing)."""
+    note = ""
+    try:
+        limit = cache_space.cache_limit()
+    except ValueError as exc:
+        limit = cache_space.CACHE_LIMIT_BYTES
+        note = f"[evoteam: {exc}; the default, {cache_space.shown(limit)}, holds]"
+    removed = cache_space.evict(root, limit)
+    if removed:
+        gone = (
+            f"[evoteam: the build cache held more than {cache_space.shown(limit)}: removed the {len(removed)} entr"
+            f"{'y' if len(removed) == 1 else 'ies'} used least recently (each is built again when next asked for)]"
+        )
+        note = _joined(note, gone)
+    return note
 
 
-def sweep(root: Path, now: float | None = None) -> list[str]:
-    """Removes the work folders in the cache ``root`` that no running build holds (their builder was killed),
-    once they are ``UNLOCKED_GRACE_S`` old; returns their names."""
-    now = time.time() if now is None else now
-    removed: list[str] = []
-    for path in root.glob(f"{WORK_PREFIX}*"):
-        try:
-            if now - path.lstat().st_mtime < UNLOCKED_GRACE_S:
-                continue
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:  # gone, a link, or not a folder: no build's
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path.name)
-        except OSError:  # a build runs there
-            continue
-        finally:
-            os.close(fd)
-    return removed
+def _joined(text: str, note: str) -> str:
+    return f"{text}\n{note}" if text and note else text or note
 
 
 _RESULT = "result.json"
@@ -193,7 +194,7 @@ def _digests(folder: Path) -> dict[str, str]:
     return {
         path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(folder.rglob("*"))
-        if path.is_file() and path.name not in (_MANIFEST, "artifact")
+        if path.is_file() and path.name not in (_MANIFEST, cache_space.MARKER)
     }
 
 
