@@ -95,7 +95,7 @@ def test_no_file_grows_past_the_worker_s_file_size_limit(
         held = Path(re.findall(r"WRITING (\S+)", log)[0]) / "held"
         assert not held.exists() or held.stat().st_size <= 8 * MIB
         assert runner._worker is not None and runner._worker.environment is not None
-        assert runner._worker.environment.libs["file_size"] == "each file at most 8 MiB"
+        assert runner._worker.environment.libs["file_size"] == "each file at most 8 MiB; no core dumps"
     finally:
         runner.close()
 

@@ -65,18 +65,27 @@ class DiskLimits(BaseModel):
 
 def limit_file_size(limit: int) -> int:
     """Sets this process's ``RLIMIT_FSIZE`` (soft and hard) to ``limit`` bytes, or to the hard limit where
-    that is lower; returns the limit that holds."""
+    that is lower, and its ``RLIMIT_CORE`` to 0 (soft and hard); returns the file size limit that holds.
+
+    A core dump is a file no file size limit bounds, as large as what the crashing process held, written where
+    the kernel's pattern says (often the process's current folder: the user's, for a worker started from a
+    repository). The hosts are non-dumpable and the native host may write no file, but a host may make itself
+    dumpable again and raise its own soft limit up to the hard one; a hard limit of 0 leaves it nothing to
+    raise."""
     _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return limit
 
 
 def describe_file_limit() -> str:
     """This process's file size limit, for the environment a worker reports."""
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    return "no limit" if soft == resource.RLIM_INFINITY else f"each file at most {_size(soft)}"
+    size = "no limit" if soft == resource.RLIM_INFINITY else f"each file at most {_size(soft)}"
+    core = resource.getrlimit(resource.RLIMIT_CORE)
+    return f"{size}; {'no core dumps' if core == (0, 0) else 'core dumps allowed'}"
 
 
 class Space(NamedTuple):
