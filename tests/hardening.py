@@ -24,7 +24,7 @@ REQUIRED_ENV = "EVOTEAM_HARDENING_REQUIRED"
 
 
 def record(area: str, check: str, figure: str, ok: bool) -> None:
-    """One row: ``area`` (sandbox, faults, resume, git, secrets, lsp), what was checked, its figure, whether
+    """One row: ``area`` (sandbox, disk, faults, resume, git, secrets, lsp), what was checked, its figure, whether
     it held."""
     row = {"area": area, "check": check, "figure": figure, "ok": ok}
     print(f"hardening: {area} | {check} | {figure} | {'ok' if ok else 'FAILED'}")
