@@ -11,6 +11,7 @@ page cache), and fill the disk the user's repository, the build cache and every 
   every host inherit it. A write or truncation past the limit fails (``EFBIG``; a process that does not
   ignore ``SIGXFSZ``, as Python does, is killed by it). A ``fallocate`` that keeps the file's size is the
   one way to take space past it; the hosts' and the worker's seccomp programs refuse it (``confine.py``).
+  No process of the worker dumps core (``RLIMIT_CORE`` 0): a core file is as large as what its process held.
 - **The worker's folder** (``DiskWatch``, in the owner, out of the candidates' reach): walking a folder
   costs time, so the owner looks at the free space of the folder's file system (``statvfs``, one system
   call) about twice a second while a request runs and once after it. Only after the free space (or the free
