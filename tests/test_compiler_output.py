@@ -77,3 +77,31 @@ def test_a_compile_that_floods_its_diagnostics_is_stopped_and_its_caller_stays_s
     assert not result.ok
     assert "the compiler printed more than 1024 KiB on one stream; it was stopped" in result.log
     assert took < 30 and grew_mb < 200, (took, grew_mb)
+
+
+def test_a_compile_that_takes_more_memory_than_a_compiler_may_fails_with_its_own_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300,000 expanded ``#pragma message`` took g++ 1.4 GB; under a 256 MiB limit it stops, saying so."""
+    monkeypatch.setattr(run, "compiler_memory", lambda: 256 << 20)
+    many = "\n".join([*FLOOD.splitlines()[:5], *["M4"] * 30, FLOOD.splitlines()[-1]]).replace('"a', '"b')
+    honest = kernel_solution("honest.cpp")
+    heavy = honest.model_copy(update={"name": "heavy", "sources": [SourceFile(path="honest.cpp", content=many)]})
+    result = check_solution(heavy, None, tmp_path / "cache")
+    assert not result.ok
+    assert "out of memory" in result.log or "memory exhausted" in result.log or "Cannot allocate" in result.log, (
+        result.log[-800:]
+    )
+
+
+def test_the_memory_wrapper_limits_what_it_runs(tmp_path: Path) -> None:
+    from evoteam.gpu_bench.sandbox import landlocked
+
+    script = "try:\n    bytearray(512 << 20)\nexcept MemoryError:\n    print('refused')\n"
+    argv = landlocked.command(tmp_path, [sys.executable, "-c", script], memory=256 << 20)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout == "refused\n", done.stderr
+    bad = subprocess.run(
+        [*argv[:4], "--memory", "lots", "--", "true"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert bad.returncode == 2 and "--memory takes a number of bytes, not 'lots'" in bad.stderr

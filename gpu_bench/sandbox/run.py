@@ -1,7 +1,7 @@
 """Running a compiler on candidate sources inside the sandbox: it may write only its build folder (so an
 ``#include`` of a secret finds nothing, and nothing lands outside), with a cleared environment and no network.
-Where no sandbox wraps it (inside one already, as the worker's build helper is, or none at all), Landlock
-holds its writes to that folder (``landlocked.py``).
+Landlock holds its writes to that folder too (``landlocked.py``), which is all that holds them where no
+sandbox wraps it (inside one already, as the worker's build helper is, or none at all).
 
 What the compiler prints is the candidate's to choose: a source of a few lines whose macros expand to a
 hundred thousand ``#pragma message`` made g++ print 288 MB in 4.5 s, and a few more lines would make it print
@@ -12,6 +12,11 @@ returned; now it returns in about 4 s. So each stream is read as it comes, at mo
 ``OUTPUT_LIMIT_BYTES`` of it is kept, and a compiler that prints more is stopped (its whole process group),
 with a note in the output it returns. Its input is empty (``/dev/null``): a compiler that reads
 ``#include "/dev/stdin"`` finds nothing, not its caller's input (the build helper's protocol).
+
+Its memory is bounded too: a source can make ``cc1plus`` take gigabytes (300,000 expanded ``#pragma message``
+took 1.4 GB), and nothing stopped it but the kernel's OOM killer, after the machine had run short. So every
+compiler runs through ``landlocked`` (inside bubblewrap as well), which limits its address space to
+``compiler_memory()``: half the machine's memory, at least 4 GiB; g++ then says ``virtual memory exhausted``.
 """
 
 from __future__ import annotations
@@ -33,15 +38,28 @@ OUTPUT_LIMIT_BYTES = 1 << 20
 is kilobytes; the log travels in one protocol line, which the owner reads up to 16 MiB."""
 
 
+MIN_COMPILER_MEMORY_BYTES = 4 << 30
+
+
+def compiler_memory() -> int:
+    """The address space a compiler may take: half of this machine's memory, at least 4 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return MIN_COMPILER_MEMORY_BYTES
+    return max(MIN_COMPILER_MEMORY_BYTES, total // 2)
+
+
 def run_confined(cmd: list[str], work: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
     """``cmd`` run in ``work``, confined, its output bounded (see the module's docstring); raises
     ``subprocess.TimeoutExpired`` past ``timeout_s`` (the process group killed) and ``OSError`` when it cannot
     start."""
     scratch = work / ".evoteam-tmp"
-    argv, env = current().wrap(cmd, writable=[work], tmpdir=scratch, env=os.environ)
-    if argv == cmd:  # not wrapped: its writes held by Landlock, its temporary files in the build folder
+    held = landlocked.command(work, cmd, memory=compiler_memory())
+    argv, env = current().wrap(held, writable=[work], tmpdir=scratch, env=os.environ)
+    if argv == held:  # not wrapped: its writes held by Landlock alone, its temporary files in the build folder
         scratch.mkdir(parents=True, exist_ok=True)
-        argv, env = landlocked.command(work, cmd), {**env, "TMPDIR": str(scratch)}
+        env = {**env, "TMPDIR": str(scratch)}
     try:
         return bounded_run(argv, work, env, timeout_s)
     finally:
