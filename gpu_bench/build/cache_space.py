@@ -28,6 +28,8 @@ import shutil
 import time
 from pathlib import Path
 
+from evoteam.gpu_bench.build.folder_usage import usage
+
 WORK_PREFIX = "evoteam-work-"
 WORK_NAME = re.compile(r"evoteam-work-[a-z0-9_]{8}")
 """A work folder's name (``tempfile.mkdtemp``'s): a cache may be any folder a user names (``--cache``), so
@@ -41,6 +43,8 @@ CACHE_LIMIT_BYTES = 20 << 30
 CACHE_LIMIT_ENV = "EVOTEAM_CACHE_LIMIT_GB"
 EVICT_AFTER_S = 3600.0
 MARKER = "artifact"
+WALK_LIMIT = 1_000_000
+"""The most entries a measure of one folder looks at (a build makes a handful)."""
 
 
 def hold(work: Path) -> int:
@@ -77,13 +81,9 @@ def sweep(root: Path, now: float | None = None) -> list[str]:
 
 
 def allocated(folder: Path) -> int:
-    """The bytes allocated below ``folder`` (links not followed, sparse files by what they take)."""
-    total = 0
-    for parent, folders, files in os.walk(folder):
-        for name in [*folders, *files]:
-            with contextlib.suppress(OSError):
-                total += (Path(parent) / name).lstat().st_blocks * 512
-    return total
+    """The bytes allocated below ``folder`` (links not followed, sparse files by what they take), as far as
+    ``WALK_LIMIT`` entries."""
+    return usage(folder, WALK_LIMIT).bytes
 
 
 def shown(n: int) -> str:

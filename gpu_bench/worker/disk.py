@@ -42,6 +42,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from evoteam.gpu_bench.build.folder_usage import Usage, usage
+
 MIB = 1 << 20
 GIB = 1 << 30
 
@@ -106,40 +108,6 @@ def space(path: Path) -> Space | None:
     if st.f_blocks == 0:  # a file system that does not count its blocks (some network and virtual ones)
         return None
     return Space(st.f_bavail * st.f_frsize, st.f_favail if st.f_files else None)
-
-
-class Usage(NamedTuple):
-    """What a folder holds: allocated bytes and entries. A walk stops past its limit of entries, so
-    ``entries`` over that limit means "more than" and ``bytes`` is then what was seen."""
-
-    bytes: int
-    entries: int
-
-
-def usage(root: Path, entry_limit: int) -> Usage:
-    """The blocks allocated below ``root`` (links not followed, sparse files counted by what they take) and
-    the number of entries, looking at ``entry_limit + 1`` entries at most."""
-    total = entries = 0
-    todo = [root]
-    while todo:
-        current = todo.pop()
-        try:
-            listing = os.scandir(current)
-        except OSError:
-            continue
-        with listing:
-            for entry in listing:
-                entries += 1
-                if entries > entry_limit:
-                    return Usage(total, entries)
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                    if entry.is_dir(follow_symlinks=False):
-                        todo.append(Path(entry.path))
-                except OSError:
-                    continue
-                total += st.st_blocks * 512
-    return Usage(total, entries)
 
 
 UNKNOWN_SPACE_EVERY = 8
